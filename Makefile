@@ -1,0 +1,72 @@
+# sparkfleet.serving: one entry point for set-up, the demo cluster and the tests.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv/bin
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.collections
+export MOLECULE_GLOB := molecule/*/molecule.yml
+
+INVENTORY ?= inventory/sim
+# The twin's inventories vault their (fake) secrets like a real cluster would.
+VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twin/vault-password)
+S ?=
+SCENARIOS := $(if $(S),$(S),default two_node)
+
+.PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench clean
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+setup: ## Install host packages, start dockerd, create .venv and the collection link
+	@bash tools/host-deps.sh
+	@bash tools/setup-venv.sh
+
+images: setup ## Build the twin's images (node, SGLang stand-in); cached
+	@bash twin/images/build.sh all
+
+demo: images ## Bring up a 4-node simulated cluster, run site.yml, print the cluster report
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) twin/playbooks/create.yml
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) site.yml
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) playbooks/status.yml
+
+status: setup ## Print the cluster report of INVENTORY (read-only)
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) playbooks/status.yml
+
+demo-down: setup ## Remove the simulated cluster
+	$(VENV)/ansible-playbook -i $(INVENTORY) twin/playbooks/destroy.yml
+
+lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck
+	$(VENV)/yamllint -s .
+	$(VENV)/ansible-lint
+	$(VENV)/ruff check .
+	$(VENV)/ruff format --check .
+	shellcheck tools/*.sh twin/images/build.sh twin/images/node/sparksim-init twin/engine/build.sh
+
+sanity: setup ## ansible-test sanity on a copy of the checkout
+	bash tools/sanity.sh
+
+unit: setup ## Unit tests of modules, module_utils and filters
+	$(VENV)/python -m pytest tests/unit -q
+
+twin: images ## Tests of the SGLang stand-in image itself
+	$(VENV)/python -m pytest tests/twin -q
+
+molecule: images ## Molecule scenarios on the simulated cluster (S=<scenario> for one)
+	@for s in $(SCENARIOS); do \
+	  echo "== molecule test -s $$s"; \
+	  $(VENV)/molecule test -s $$s || exit 1; \
+	done
+
+test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule
+	@rm -f .cache/stages.log
+	@bash tools/stage.sh lint $(MAKE) --no-print-directory lint
+	@bash tools/stage.sh sanity $(MAKE) --no-print-directory sanity
+	@bash tools/stage.sh unit $(MAKE) --no-print-directory unit
+	@bash tools/stage.sh twin $(MAKE) --no-print-directory twin
+	@bash tools/stage.sh molecule $(MAKE) --no-print-directory molecule
+	@echo "== stages"; cat .cache/stages.log
+
+clean: demo-down ## Remove the twin and build artefacts (keeps images and .venv)
+	rm -rf .cache/sanity tests/output

@@ -1,0 +1,237 @@
+"""Verify the 4-node twin after site.yml: real state of every node."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shlex
+import subprocess
+
+import pytest
+from twin_verify import (
+    LAUNCHER,
+    curl,
+    engine_flags,
+    inventory,
+    launch_argv,
+    node,
+    split_docker_run,
+)
+
+NODES = inventory("inventory/sim")
+NAMES = sorted(NODES, key=lambda h: NODES[h]["spark_rank"])
+HEAD = NAMES[0]
+KEY = NODES[HEAD]["sglang_api_key"]
+EXPECTED_GID = {0: 7, 1: 7, 2: 5, 3: 5}  # the seed's layout (Pitfall 2)
+
+# The seed's launch of rank R (field report 002, section 6), as argv.
+SEED_DOCKER = """
+docker run --rm --name qwen38-tp4-r{rank} --gpus all
+  --memory 100g --memory-swap 100g --shm-size 16g
+  --network host --ipc=host --cap-add IPC_LOCK --device /dev/infiniband
+  -e HF_ENDPOINT=https://hf-mirror.com -e HF_HUB_DISABLE_XET=1
+  -e PYTHONDONTWRITEBYTECODE=1
+  -e NCCL_IB_HCA=rocep1s0f0 -e NCCL_SOCKET_IFNAME=enP7s7
+  -e NCCL_IB_ROCE_VERSION_NUM=2 -e NCCL_IB_ADDR_RANGE=10.0.30.0/24
+  -e NCCL_IB_GID_INDEX={gid} -e NCCL_DEBUG=INFO
+  -e MASTER_ADDR=10.0.30.1 -e MASTER_PORT=23000
+  -v /home/tiger/.config/qwen38/sglang-cache:/cache
+  -v /home/tiger/.cache/huggingface:/root/.cache/huggingface
+  -v /home/tiger/.config/qwen38:/out
+  -v /home/tiger/models:/home/tiger/models
+  -v /home/tiger/sglang-patch/tokenizer_manager.py:/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py
+  -v /home/tiger/sglang-patch/watchdog.py:/sgl-workspace/sglang/python/sglang/srt/utils/watchdog.py
+  qwen38-dflash2:v1.2.2
+  python3 -m sglang.launch_server
+    --trust-remote-code --model-path /home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead
+    --tp-size 4 --nnodes 4 --node-rank {rank}
+    --dist-init-addr 10.0.30.1:23000
+    --served-model-name qwen3.8-27b
+    --mem-fraction-static 0.50
+    --attention-backend flashinfer --chunked-prefill-size 8192 --kv-cache-dtype fp8_e4m3
+    --disable-prefill-cuda-graph --cuda-graph-max-bs 8
+    --disable-flashinfer-autotune
+    --speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.8-27B-DFlash2
+    --speculative-draft-model-revision 50307d4c4cde6860d4eee73e2547cd786fe8e8a4
+    --speculative-num-draft-tokens 8 --speculative-draft-model-quantization unquant
+    --mamba-radix-cache-strategy extra_buffer --mamba-ssm-dtype bfloat16
+    --max-mamba-cache-size 96 --max-running-requests 8
+    --enable-torch-compile --torch-compile-max-bs 4
+    --num-continuous-decode-steps 2 --watchdog-timeout 120
+    --reasoning-parser qwen3 --tool-call-parser qwen3_coder
+    --chat-template /out/chat-template-sglang.jinja
+    --host 0.0.0.0 --port 8081
+"""
+PATCHED = {
+    "/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py",
+    "/sgl-workspace/sglang/python/sglang/srt/utils/watchdog.py",
+}
+# The image's compiled copies of the patched files (the twin's python is 3.11).
+SHADOWING_PYCS = [
+    "/sgl-workspace/sglang/python/sglang/srt/managers/__pycache__/tokenizer_manager.cpython-311.pyc",
+    "/sgl-workspace/sglang/python/sglang/srt/utils/__pycache__/watchdog.cpython-311.pyc",
+]
+
+
+def expected_launch(rank):
+    """The seed's launch with the collection's deliberate changes and the twin's overrides."""
+    opts, image, command = split_docker_run(shlex.split(SEED_DOCKER.format(rank=rank, gid=EXPECTED_GID[rank])))
+    # The collection: no --rm (the engine's log and exit state survive; the launcher
+    # removes a leftover itself), detached, labelled with its config hash, secrets
+    # from a 0600 env file, patched files mounted read-only from the patch directory.
+    opts = [o for o in opts if o[0] != "--rm" and not (o[0] == "-v" and o[1].split(":")[1] in PATCHED)]
+    opts += [("-d", None), ("--label", f"sparkfleet.rank={rank}"), ("--env-file", "/etc/sparkfleet/sglang.env")]
+    opts += [("-v", f"/var/lib/sparkfleet/sglang-patches/live{p}:{p}:ro") for p in sorted(PATCHED)]
+    # ... and the image's bytecode of those files masked, so no process runs stale code.
+    opts += [("-v", f"/var/lib/sparkfleet/sglang-patches/empty.pyc:{p}:ro") for p in SHADOWING_PYCS]
+    # The twin: no GPU or IB device in a container, small limits, the simulated GID table.
+    drop = {"--gpus", "--device"}
+    limits = {"--memory": "2g", "--memory-swap": "2g", "--shm-size": "256m"}
+    opts = [(o, limits.get(o, v)) for o, v in opts if o not in drop]
+    opts += [
+        ("-v", "/opt/sparksim/sys/class/infiniband:/opt/sparksim/sys/class/infiniband:ro"),
+        ("-e", "SPARKSIM_SYSFS_ROOT=/opt/sparksim/sys/class/infiniband"),
+        ("-e", "SPARKSIM_BOOT_S=3"),
+        ("-e", "SPARKSIM_DECODE_TPS=120"),
+    ]
+    flags = [(f, "10" if f == "--watchdog-timeout" else v) for f, v in engine_flags(command)]
+    return opts, "sparkfleet-twin/sglang:0.5.9", flags
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_nics_are_named_like_a_spark(name):
+    links = node(name).check_output("ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1").split()
+    assert "enP7s7" in links
+    assert "enp1s0f0np0" in links
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_mtu_is_9000_live_and_persistent(name):
+    host = node(name)
+    assert host.file("/sys/class/net/enp1s0f0np0/mtu").content_string.strip() == "9000"
+    netplan = host.file("/etc/netplan/60-sparkfleet-roce.yaml")
+    assert netplan.mode == 0o600
+    assert netplan.user == "root"
+    assert "mtu: 9000" in netplan.content_string
+    assert f"- {NODES[name]['roce_ipv4']}/24" in netplan.content_string
+    # The management NIC was not touched.
+    assert host.file("/sys/class/net/enP7s7/mtu").content_string.strip() == "1500"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_jumbo_frames_reach_every_peer_unfragmented(name):
+    host = node(name)
+    for peer in NAMES:
+        if peer == name:
+            continue
+        address = NODES[peer]["roce_ipv4"]
+        assert host.run(f"ping -M do -s 8972 -c 1 -W 2 {address}").rc == 0, (name, peer)
+        # One byte more does not fit: the path MTU is exactly 9000.
+        assert host.run(f"ping -M do -s 8973 -c 1 -W 2 {address}").rc != 0, (name, peer)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gid_table_and_recorded_fact_agree(name):
+    host = node(name)
+    rank = NODES[name]["spark_rank"]
+    index = EXPECTED_GID[rank]
+    port = "/opt/sparksim/sys/class/infiniband/rocep1s0f0/ports/1"
+    mapped = ipaddress.IPv6Address("::ffff:" + NODES[name]["roce_ipv4"]).packed.hex()
+    gid = ":".join(mapped[i : i + 4] for i in range(0, 32, 4))
+    assert host.file(f"{port}/gids/{index}").content_string.strip() == gid
+    assert host.file(f"{port}/gid_attrs/types/{index}").content_string.strip() == "RoCE v2"
+    assert host.file(f"{port}/gid_attrs/ndevs/{index}").content_string.strip() == "enp1s0f0np0"
+    fact = json.loads(host.file("/etc/ansible/facts.d/sparkfleet_roce.fact").content_string)
+    assert fact["gid_index"] == index
+    assert fact["gid"] == gid
+    assert fact["mtu"] == 9000
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_launch_matches_the_seed_recipe_flag_for_flag(name):
+    rank = NODES[name]["spark_rank"]
+    opts, image, command = split_docker_run(launch_argv(node(name)))
+    want_opts, want_image, want_flags = expected_launch(rank)
+    name_opt = ("--name", f"qwen38-tp4-r{rank}")
+    assert name_opt in opts
+    config_labels = [v for o, v in opts if o == "--label" and v.startswith("sparkfleet.config=")]
+    assert len(config_labels) == 1
+    got = sorted((o, v) for o, v in opts if not (v or "").startswith("sparkfleet.config="))
+    assert got == sorted(want_opts)
+    assert image == want_image
+    assert command[:3] == ["python3", "--check-hash-based-pycs", "always"]
+    assert engine_flags(command) == want_flags
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_launch_script_is_strict_and_holds_no_secret(name):
+    host = node(name)
+    script = host.file(LAUNCHER)
+    assert script.mode == 0o755
+    assert "set -euo pipefail" in script.content_string
+    assert KEY not in script.content_string
+    assert NODES[name]["sglang_hf_token"] not in script.content_string
+    env = host.file("/etc/sparkfleet/sglang.env")
+    assert env.mode == 0o600
+    assert env.user == "root"
+    assert f"SGLANG_API_KEY={KEY}" in env.content_string
+    # Never on a command line that ps shows.
+    assert KEY not in host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
+
+
+def test_launch_script_passes_shellcheck():
+    script = node(HEAD).file(LAUNCHER).content_string
+    result = subprocess.run(["shellcheck", "-"], input=script, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+def test_workers_started_before_the_head_in_rank_order():
+    started = {}
+    for name in NAMES:
+        rank = NODES[name]["spark_rank"]
+        started[rank] = node(name).check_output(
+            f"docker inspect -f '{{{{.State.StartedAt}}}}' qwen38-tp4-r{rank}"
+        )
+    assert started[3] < started[2] < started[1] < started[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_engine_runs_the_patched_files(name):
+    host = node(name)
+    rank = NODES[name]["spark_rank"]
+    assert host.check_output(f"docker inspect -f '{{{{.State.Status}}}}' qwen38-tp4-r{rank}") == "running"
+    for path in PATCHED:
+        assert int(host.check_output(f"docker exec qwen38-tp4-r{rank} grep -c HARDEN-PATCH {path}")) >= 1
+    assert host.check_output(f"{LAUNCHER} status") == "running current"
+    # The engine's log outlives its container.
+    assert host.file(f"/var/log/sparkfleet/qwen38-tp4-r{rank}.log").size > 0
+
+
+def test_api_key_guards_the_api_but_not_health():
+    host = node(HEAD)
+    assert curl(host, "http://127.0.0.1:8081/health")[0] == 200
+    assert curl(host, "http://127.0.0.1:8081/v1/models")[0] == 401
+    status, body = curl(host, "http://127.0.0.1:8081/v1/models", key=KEY)
+    assert status == 200
+    assert [m["id"] for m in json.loads(body)["data"]] == ["qwen3.8-27b"]
+
+
+def test_a_short_request_returns_text_instead_of_wedging_the_cluster():
+    host = node(HEAD)
+    status, body = curl(
+        host,
+        "http://127.0.0.1:8081/v1/chat/completions",
+        key=KEY,
+        body={
+            "model": "qwen3.8-27b",
+            "max_tokens": 8,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    )
+    assert status == 200, body
+    answer = json.loads(body)["choices"][0]["message"]["content"]
+    assert answer.strip()
+    # Every rank is still up.
+    for name in NAMES:
+        assert node(name).check_output(f"{LAUNCHER} status") == "running current"

@@ -1,0 +1,187 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Turn an engine profile (data) into the launch command of one node.
+
+Pure functions, no Ansible imports: used by the filter plugins that render the
+per-node launch script, and unit-tested against the seed recipes.
+"""
+
+from __future__ import annotations
+
+# Profile field -> SGLang flag, in the order the seed's launch script gives them.
+# Booleans are switches; None/False/"" leave the flag out.
+_SERVER_FLAGS = (
+    ("trust_remote_code", "--trust-remote-code"),
+    ("model_path", "--model-path"),
+    ("tp_size", "--tp-size"),
+    ("pp_size", "--pp-size"),
+    ("nnodes", "--nnodes"),
+    ("__node_rank", "--node-rank"),
+    ("__dist_init_addr", "--dist-init-addr"),
+    ("served_model_name", "--served-model-name"),
+    ("context_length", "--context-length"),
+    ("mem_fraction_static", "--mem-fraction-static"),
+    ("attention_backend", "--attention-backend"),
+    ("chunked_prefill_size", "--chunked-prefill-size"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("disable_cuda_graph", "--disable-cuda-graph"),
+    ("disable_prefill_cuda_graph", "--disable-prefill-cuda-graph"),
+    ("cuda_graph_max_bs", "--cuda-graph-max-bs"),
+    ("disable_flashinfer_autotune", "--disable-flashinfer-autotune"),
+    ("speculative.algorithm", "--speculative-algorithm"),
+    ("speculative.draft_model_path", "--speculative-draft-model-path"),
+    ("speculative.draft_model_revision", "--speculative-draft-model-revision"),
+    ("speculative.eagle_topk", "--speculative-eagle-topk"),
+    ("speculative.num_steps", "--speculative-num-steps"),
+    ("speculative.num_draft_tokens", "--speculative-num-draft-tokens"),
+    ("speculative.dspark_block_size", "--speculative-dspark-block-size"),
+    ("speculative.draft_model_quantization", "--speculative-draft-model-quantization"),
+    ("mamba.radix_cache_strategy", "--mamba-radix-cache-strategy"),
+    ("mamba.ssm_dtype", "--mamba-ssm-dtype"),
+    ("mamba.max_cache_size", "--max-mamba-cache-size"),
+    ("max_running_requests", "--max-running-requests"),
+    ("enable_torch_compile", "--enable-torch-compile"),
+    ("torch_compile_max_bs", "--torch-compile-max-bs"),
+    ("num_continuous_decode_steps", "--num-continuous-decode-steps"),
+    ("watchdog_timeout", "--watchdog-timeout"),
+    ("reasoning_parser", "--reasoning-parser"),
+    ("tool_call_parser", "--tool-call-parser"),
+    ("chat_template", "--chat-template"),
+    ("host", "--host"),
+    ("port", "--port"),
+)
+
+# Python that runs SGLang's entry with an API key taken from the environment, so
+# the key is never on a command line (ps shows those to every user).
+API_KEY_SHIM = (
+    "import os, runpy, sys; "
+    "sys.argv[1:1] = ['--api-key', os.environ.pop('SGLANG_API_KEY')]; "
+    "runpy.run_module('sglang.launch_server', run_name='__main__', alter_sys=True)"
+)
+
+
+def _lookup(profile, dotted):
+    value = profile
+    for part in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _number(value):
+    # 0.5 is written 0.50 as operators write memory fractions; finer ones stay exact.
+    if isinstance(value, float):
+        return f"{value:.2f}" if round(value, 2) == value else repr(value)
+    return str(value)
+
+
+def dist_init_addr(head_ipv4, port):
+    """host:port where ranks meet (rank 0's data-plane address)."""
+    return f"{head_ipv4}:{int(port)}"
+
+
+def speculative_window(profile):
+    """Tokens a speculative step may take at once (0 when speculation is off).
+
+    A request asking for no more than this wedges some speculative paths (seed
+    Pitfall 3: DFlash2 with 8 draft tokens), which is what the clamp guards.
+    """
+    spec = profile.get("speculative") or {}
+    if not spec.get("algorithm"):
+        return 0
+    candidates = [spec.get("num_draft_tokens"), spec.get("dspark_block_size")]
+    if spec.get("num_steps"):
+        candidates.append(int(spec["num_steps"]) + 1)
+    return max([int(c) for c in candidates if c] or [0])
+
+
+def server_args(profile, node_rank, head_ipv4):
+    """SGLang launch_server flags for one rank, in the seed's order."""
+    values = dict(profile)
+    values["__node_rank"] = int(node_rank)
+    values["__dist_init_addr"] = (
+        dist_init_addr(head_ipv4, profile.get("dist_init_port", 23000))
+        if int(profile.get("nnodes") or 1) > 1
+        else None
+    )
+    args = []
+    for field, flag in _SERVER_FLAGS:
+        value = _lookup(values, field) if "." in field else values.get(field)
+        if value is None or value is False or value == "":
+            continue
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, (int, float)):
+            args += [flag, _number(value)]
+        else:
+            args += [flag, str(value)]
+    args += [str(a) for a in profile.get("extra_args") or []]
+    return args
+
+
+def container_args(profile):
+    """docker run options of the profile's container section, mounts excepted."""
+    container = profile.get("container") or {}
+    args = []
+    if container.get("gpus"):
+        args += ["--gpus", str(container["gpus"])]
+    for key, flag in (
+        ("memory", "--memory"),
+        ("memory_swap", "--memory-swap"),
+        ("shm_size", "--shm-size"),
+    ):
+        if container.get(key):
+            args += [flag, str(container[key])]
+    args += ["--network", str(container.get("network") or "host")]
+    if container.get("ipc"):
+        args.append(f"--ipc={container['ipc']}")
+    for cap in container.get("cap_add") or []:
+        args += ["--cap-add", str(cap)]
+    for device in container.get("devices") or []:
+        args += ["--device", str(device)]
+    return args
+
+
+def container_volumes(profile):
+    """The profile's ``-v`` mounts (weights, caches, chat template)."""
+    args = []
+    for volume in (profile.get("container") or {}).get("volumes") or []:
+        args += ["-v", str(volume)]
+    return args
+
+
+def nccl_env(
+    head_ipv4,
+    master_port,
+    socket_ifname,
+    hca,
+    subnet,
+    gid_mode,
+    gid_index,
+    roce_version=2,
+):
+    """NCCL environment for one rank.
+
+    gid_mode ``discover`` pins NCCL_IB_GID_INDEX to the index found on this node;
+    ``auto`` leaves it out and lets NCCL pick the RoCE v2 GID inside
+    NCCL_IB_ADDR_RANGE. NCCL reads an empty NCCL_IB_GID_INDEX as 0, so it is
+    either a number or absent, never empty.
+    """
+    env = {
+        "NCCL_SOCKET_IFNAME": socket_ifname,
+        "NCCL_IB_HCA": hca,
+        "NCCL_IB_ROCE_VERSION_NUM": str(int(roce_version)),
+        "NCCL_IB_ADDR_RANGE": subnet,
+    }
+    if gid_mode == "discover":
+        if gid_index is None or str(gid_index).strip() == "":
+            raise ValueError("gid_mode is discover but no GID index was discovered")
+        env["NCCL_IB_GID_INDEX"] = str(int(gid_index))
+    elif gid_mode != "auto":
+        raise ValueError(f"unknown gid_mode {gid_mode!r} (discover or auto)")
+    env["MASTER_ADDR"] = head_ipv4
+    env["MASTER_PORT"] = str(int(master_port))
+    return env

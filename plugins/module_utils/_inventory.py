@@ -1,0 +1,486 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Offline checks of one cluster's inventory (no host is contacted).
+
+Every problem is reported as ``<host>: <variable> <what is wrong>; fix: <how>``
+so an operator can correct a new cluster folder before touching the rack.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+CLUSTER_WIDE = (
+    "spark_mgmt_subnet",
+    "roce_subnet",
+    "roce_mtu",
+    "roce_gid_mode",
+    "sglang_profile",
+    "sglang_profile_overrides",
+)
+# Flags the collection derives per node or from dedicated fields; an extra_args
+# copy would fight the derived one.
+OWNED_FLAGS = {
+    "--dist-init-addr": "derived from rank 0's roce_ipv4 and dist_init_port",
+    "--node-rank": "derived from spark_rank",
+    "--nnodes": "the profile field nnodes",
+    "--tp-size": "the profile field tp_size",
+    "--pp-size": "the profile field pp_size",
+    "--host": "the profile field host",
+    "--port": "the profile field port",
+    "--api-key": "the vaulted variable sglang_api_key",
+    "--model-path": "the profile field model_path",
+    "--served-model-name": "the profile field served_model_name",
+    "--watchdog-timeout": "the profile field watchdog_timeout",
+}
+DSV4_SPECULATIVE = ("EAGLE", "DSPARK")
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+HEX_RE = re.compile(r"^[0-9a-f]+$")
+DIGEST_RE = re.compile(r"@sha256:([0-9a-f]*)$")
+MIN_ROCE_MTU = 9000
+MAX_ROCE_MTU = 9978  # ConnectX-7 port maximum
+RESERVED_PORTS = {22: "sshd"}
+
+
+class Report:
+    """Errors (launch refused) and warnings (operator told loudly)."""
+
+    def __init__(self):
+        self.errors = []
+        self.warnings = []
+
+    def error(self, host, variable, problem, fix):
+        self.errors.append(f"{host}: {variable} {problem}; fix: {fix}")
+
+    def warn(self, host, variable, problem, advice):
+        self.warnings.append(f"{host}: {variable} {problem}; {advice}")
+
+
+def _ipv4(value):
+    try:
+        return ipaddress.IPv4Address(str(value))
+    except (ipaddress.AddressValueError, ValueError):
+        return None
+
+
+def _network(value):
+    try:
+        return ipaddress.IPv4Network(str(value), strict=True)
+    except (ipaddress.AddressValueError, ipaddress.NetmaskValueError, ValueError):
+        return None
+
+
+def _rank(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _check_ranks(nodes, report):
+    ranks = {}
+    for node in nodes:
+        host, raw = node["host"], node.get("spark_rank")
+        if raw is None:
+            report.error(
+                host,
+                "spark_rank",
+                "is not set",
+                "give every node a rank (0 = head, 1..N-1 workers)",
+            )
+            continue
+        rank = _rank(raw)
+        if rank is None:
+            report.error(
+                host, "spark_rank", f"is {raw!r}, not a non-negative integer", "use 0..N-1"
+            )
+            continue
+        ranks.setdefault(rank, []).append(host)
+    for rank, hosts in sorted(ranks.items()):
+        if len(hosts) > 1:
+            for host in hosts[1:]:
+                report.error(
+                    host,
+                    "spark_rank",
+                    f"{rank} is also the rank of {hosts[0]}",
+                    "ranks are unique; renumber 0..N-1",
+                )
+    count = len(nodes)
+    for rank, hosts in sorted(ranks.items()):
+        if rank >= count:
+            report.error(
+                hosts[0],
+                "spark_rank",
+                f"{rank} is out of range for {count} nodes",
+                f"ranks run 0..{count - 1} with no gaps",
+            )
+    missing = [r for r in range(count) if r not in ranks]
+    if missing and len(ranks) == count - sum(len(h) - 1 for h in ranks.values()):
+        report.error(
+            "cluster",
+            "spark_rank",
+            f"has gaps: no node has rank {', '.join(map(str, missing))}",
+            f"number the {count} nodes 0..{count - 1}",
+        )
+    if 0 not in ranks and nodes:
+        report.error(
+            "cluster",
+            "spark_rank",
+            "0 (the head) is missing",
+            "give exactly one node spark_rank: 0",
+        )
+    return {hosts[0]: rank for rank, hosts in ranks.items()}
+
+
+def _check_consistent(nodes, report):
+    if not nodes:
+        return
+    first = nodes[0]
+    for var in CLUSTER_WIDE:
+        for node in nodes[1:]:
+            if node.get(var) != first.get(var):
+                report.error(
+                    node["host"],
+                    var,
+                    f"differs from {first['host']}'s",
+                    "it is cluster-wide: set it once in group_vars/spark_nodes, not per host",
+                )
+
+
+def _check_addresses(nodes, report):
+    mgmt_subnet = (
+        _network(nodes[0].get("spark_mgmt_subnet")) if nodes[0].get("spark_mgmt_subnet") else None
+    )
+    if nodes[0].get("spark_mgmt_subnet") and mgmt_subnet is None:
+        report.error(
+            nodes[0]["host"],
+            "spark_mgmt_subnet",
+            f"{nodes[0].get('spark_mgmt_subnet')!r} is not an IPv4 network",
+            "write it as a.b.c.0/24",
+        )
+    roce_subnet = _network(nodes[0].get("roce_subnet"))
+    if roce_subnet is None:
+        report.error(
+            nodes[0]["host"],
+            "roce_subnet",
+            f"{nodes[0].get('roce_subnet')!r} is not an IPv4 network",
+            "write the data-plane network as a.b.c.0/24",
+        )
+    if mgmt_subnet and roce_subnet and mgmt_subnet.overlaps(roce_subnet):
+        report.error(
+            nodes[0]["host"],
+            "roce_subnet",
+            f"{roce_subnet} overlaps spark_mgmt_subnet {mgmt_subnet}",
+            "the data plane needs its own network",
+        )
+    seen = {}
+    for node in nodes:
+        host = node["host"]
+        for var, subnet, plane in (
+            ("ansible_host", mgmt_subnet, "management"),
+            ("roce_ipv4", roce_subnet, "data-plane"),
+        ):
+            raw = node.get(var)
+            addr = _ipv4(raw)
+            if addr is None:
+                report.error(
+                    host,
+                    var,
+                    f"is {raw!r}, not an IPv4 address",
+                    f"set the node's {plane} IPv4 address",
+                )
+                continue
+            if subnet is not None and (
+                addr not in subnet or addr in (subnet.network_address, subnet.broadcast_address)
+            ):
+                subnet_var = "spark_mgmt_subnet" if var == "ansible_host" else "roce_subnet"
+                report.error(
+                    host,
+                    var,
+                    f"{addr} is not a host address of {subnet_var} {subnet}",
+                    f"use an address inside {subnet} or correct {subnet_var}",
+                )
+            if addr in seen:
+                report.error(
+                    host, var, f"{addr} is also used by {seen[addr]}", "every address is unique"
+                )
+            else:
+                seen[addr] = f"{node['host']} ({var})"
+
+
+def _check_nics(nodes, report):
+    for node in nodes:
+        host = node["host"]
+        for var in ("spark_mgmt_iface", "roce_iface", "sglang_nccl_socket_ifname"):
+            value = node.get(var)
+            if not value or not IFNAME_RE.match(str(value)):
+                report.error(
+                    host,
+                    var,
+                    f"is {value!r}, not a network interface name",
+                    "name the NIC, e.g. enp1s0f0np0",
+                )
+        hca = node.get("roce_hca")
+        if not hca or not re.match(r"^[A-Za-z0-9_.-]{1,64}$", str(hca)):
+            report.error(
+                host,
+                "roce_hca",
+                f"is {hca!r}, not an RDMA device name",
+                "name the HCA, e.g. rocep1s0f0",
+            )
+        if node.get("spark_mgmt_iface") and node.get("spark_mgmt_iface") == node.get("roce_iface"):
+            report.error(
+                host,
+                "roce_iface",
+                f"is the management NIC {node.get('roce_iface')}",
+                "the data plane runs on its own NIC",
+            )
+        socket_if = node.get("sglang_nccl_socket_ifname")
+        if socket_if and socket_if == node.get("roce_iface"):
+            report.warn(
+                host,
+                "sglang_nccl_socket_ifname",
+                f"puts NCCL's bootstrap on the RoCE NIC {socket_if}",
+                "a second, older IPv4 on that NIC hangs the bootstrap (seed Pitfall 1); "
+                "keep it on the management NIC (the host checks verify reachability)",
+            )
+        root = node.get("roce_sysfs_root")
+        if not root or not str(root).startswith("/"):
+            report.error(
+                host,
+                "roce_sysfs_root",
+                f"is {root!r}",
+                "give an absolute path (/sys/class/infiniband)",
+            )
+
+
+def _check_roce(node, report):
+    host = node["host"]
+    mtu = _rank(node.get("roce_mtu"))
+    if mtu is None or not MIN_ROCE_MTU <= mtu <= MAX_ROCE_MTU:
+        report.error(
+            host,
+            "roce_mtu",
+            f"is {node.get('roce_mtu')!r}",
+            f"RoCE needs jumbo frames: {MIN_ROCE_MTU}..{MAX_ROCE_MTU}, normally 9000",
+        )
+    if node.get("roce_gid_mode") not in ("discover", "auto"):
+        report.error(
+            host, "roce_gid_mode", f"is {node.get('roce_gid_mode')!r}", "use discover or auto"
+        )
+
+
+def _check_pin(host, var, value, report, what):
+    if not value:
+        return
+    text = str(value)
+    if "…" in text or text.endswith("..."):
+        report.error(host, var, f"{text!r} is truncated", f"write the full {what}")
+    elif HEX_RE.match(text) and len(text) < 40:
+        report.error(
+            host,
+            var,
+            f"{text!r} looks like a truncated commit",
+            f"pin the full 40-character {what}",
+        )
+
+
+def _check_engine(host, engine, node_count, api_key_set, report):
+    var = "sglang_engine"
+    image = str(engine.get("image") or "")
+    digest = DIGEST_RE.search(image)
+    if not image:
+        report.error(
+            host,
+            f"{var}.image",
+            "is empty",
+            "set sglang_profile_overrides.image to the pinned image",
+        )
+    elif digest and len(digest.group(1)) != 64:
+        report.error(
+            host,
+            f"{var}.image",
+            f"{image!r} carries a truncated digest",
+            "set sglang_profile_overrides.image to name@sha256:<64 hex digits>",
+        )
+    elif not digest and ":" not in image.rsplit("/", 1)[-1]:
+        report.error(
+            host,
+            f"{var}.image",
+            f"{image!r} has no tag or digest",
+            "pin it (name:tag or name@sha256:...)",
+        )
+    _check_pin(host, f"{var}.model_revision", engine.get("model_revision"), report, "commit hash")
+    spec = engine.get("speculative") or {}
+    _check_pin(
+        host,
+        f"{var}.speculative.draft_model_revision",
+        spec.get("draft_model_revision"),
+        report,
+        "commit hash",
+    )
+
+    for field in ("model_path", "served_model_name", "container_name"):
+        if not engine.get(field):
+            report.error(
+                host, f"{var}.{field}", "is empty", f"set sglang_profile_overrides.{field}"
+            )
+
+    nnodes = _rank(engine.get("nnodes"))
+    tp = _rank(engine.get("tp_size"))
+    pp = _rank(engine.get("pp_size")) or 1
+    gpus = _rank(engine.get("__gpus_per_node")) or 1
+    if nnodes != node_count:
+        report.error(
+            host,
+            f"{var}.nnodes",
+            f"is {engine.get('nnodes')} but spark_nodes has {node_count} nodes",
+            "set sglang_profile_overrides.nnodes to the node count, or fix the inventory",
+        )
+    if tp is None or tp < 1:
+        report.error(
+            host,
+            f"{var}.tp_size",
+            f"is {engine.get('tp_size')!r}",
+            "set a positive tensor-parallel size",
+        )
+    elif nnodes and tp * pp != nnodes * gpus:
+        report.error(
+            host,
+            f"{var}.tp_size",
+            f"x pp_size = {tp * pp}, but {nnodes} nodes x {gpus} GPU = {nnodes * gpus}",
+            "tp_size x pp_size must use every GPU of the cluster exactly once",
+        )
+
+    port, dist_port = _rank(engine.get("port")), _rank(engine.get("dist_init_port"))
+    for field, value in (("port", port), ("dist_init_port", dist_port)):
+        if value is None or not 1 <= value <= 65535:
+            report.error(
+                host, f"{var}.{field}", f"is {engine.get(field)!r}", "use a TCP port 1..65535"
+            )
+        elif value in RESERVED_PORTS:
+            report.error(
+                host,
+                f"{var}.{field}",
+                f"is {value}, used by {RESERVED_PORTS[value]}",
+                "pick a free port",
+            )
+    if port is not None and port == dist_port:
+        report.error(
+            host,
+            f"{var}.dist_init_port",
+            f"{dist_port} clashes with the API port",
+            "the rendezvous needs its own port (seed: API 8081, rendezvous 23000)",
+        )
+
+    extra = [str(a) for a in engine.get("extra_args") or []]
+    for arg in extra:
+        flag = arg.split("=", 1)[0]
+        if flag in OWNED_FLAGS:
+            report.error(
+                host,
+                f"{var}.extra_args",
+                f"contains {flag}",
+                f"remove it: it is {OWNED_FLAGS[flag]}",
+            )
+
+    algorithm = spec.get("algorithm")
+    if engine.get("family") == "deepseek_v4" and algorithm and algorithm not in DSV4_SPECULATIVE:
+        report.error(
+            host,
+            f"{var}.speculative.algorithm",
+            f"is {algorithm}, which DeepSeek-V4 does not accept",
+            "use EAGLE (what 'MTP'/NextN means for DSV4) or DSPARK, or none",
+        )
+    window = _spec_window(spec)
+    clamped = any("max_tokens_clamp" in (p.get("apply") or []) for p in engine.get("patches") or [])
+    floor = _rank(engine.get("min_new_tokens")) or 0
+    if window and not clamped:
+        report.error(
+            host,
+            f"{var}.patches",
+            f"lack max_tokens_clamp while {algorithm} takes {window} tokens per step",
+            "keep the clamp: a max_tokens <= the draft window wedges every rank (seed Pitfall 3)",
+        )
+    elif window and floor <= window:
+        report.error(
+            host,
+            f"{var}.min_new_tokens",
+            f"{floor} does not exceed the speculative window ({window} tokens)",
+            f"raise it above {window} (the seed uses 16 for 8 draft tokens)",
+        )
+
+    for field in ("watchdog_timeout", "health_timeout_s"):
+        value = _rank(engine.get(field))
+        if value is None or value < 1:
+            report.error(
+                host,
+                f"{var}.{field}",
+                f"is {engine.get(field)!r}",
+                "use a positive number of seconds",
+            )
+
+    listen = str(engine.get("host") or "")
+    if listen and not _loopback(listen) and not api_key_set:
+        report.warn(
+            host,
+            "sglang_api_key",
+            f"is empty while the API listens on {listen}:{engine.get('port')}",
+            "ANYONE ON THAT NETWORK CAN USE THE MODEL; "
+            "set a vaulted sglang_api_key or bind 127.0.0.1",
+        )
+
+
+def _spec_window(spec):
+    if not spec.get("algorithm"):
+        return 0
+    sizes = [_rank(spec.get("num_draft_tokens")), _rank(spec.get("dspark_block_size"))]
+    steps = _rank(spec.get("num_steps"))
+    if steps:
+        sizes.append(steps + 1)
+    return max([s for s in sizes if s] or [0])
+
+
+def _loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_cluster(nodes, engine, api_key_set=False):
+    """Check a cluster. ``nodes``: one dict per host with its inventory values.
+
+    Returns ``(errors, warnings, ranks)``; ``ranks`` maps host to rank for the
+    hosts whose rank is usable.
+    """
+    report = Report()
+    if not nodes:
+        report.error(
+            "cluster",
+            "spark_nodes",
+            "has no hosts",
+            "list the Sparks under spark_nodes in hosts.yml",
+        )
+        return report.errors, report.warnings, {}
+    ranks = _check_ranks(nodes, report)
+    _check_consistent(nodes, report)
+    _check_addresses(nodes, report)
+    _check_nics(nodes, report)
+    _check_roce(nodes[0], report)
+    head = next((h for h, r in ranks.items() if r == 0), nodes[0]["host"])
+    _check_engine(head, engine or {}, len(nodes), api_key_set, report)
+    return report.errors, report.warnings, ranks
+
+
+def bring_up_order(ranks):
+    """Hosts in start order: workers from rank N-1 down to 1, then the head."""
+    return sorted(ranks, key=lambda host: -ranks[host])

@@ -1,0 +1,232 @@
+"""playbooks/validate.yml on a table of bad inventories.
+
+Each inventory is a copy of a good 4-node cluster folder with one mistake. The
+playbook must fail with a message naming the host, the variable and the fix, and
+must not try to reach any node: the hosts' addresses are in TEST-NET-3, which
+routes nowhere, and their connection is ssh with a 1 s timeout, so any attempt
+shows up as an unreachable host.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import time
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLAYBOOK = os.path.join(REPO, "playbooks", "validate.yml")
+
+GOOD_HOSTS = {
+    f"spark-{i + 1}": {
+        "spark_rank": i,
+        "ansible_host": f"203.0.113.{10 * i + 3}",
+        "roce_ipv4": f"10.0.30.{i + 1}",
+    }
+    for i in range(4)
+}
+GOOD_GROUP = {
+    "ansible_connection": "ssh",
+    "ansible_ssh_timeout": 1,
+    "spark_mgmt_iface": "enP7s7",
+    "spark_mgmt_subnet": "203.0.113.0/24",
+    "roce_iface": "enp1s0f0np0",
+    "roce_hca": "rocep1s0f0",
+    "roce_subnet": "10.0.30.0/24",
+    "roce_mtu": 9000,
+    "sglang_profile": "qwen38_27b_tp4_dflash2",
+    "sglang_api_key": "k",
+}
+
+
+def write_inventory(root, hosts, group, host_extra=None):
+    os.makedirs(os.path.join(root, "group_vars"), exist_ok=True)
+    with open(os.path.join(root, "hosts.yml"), "w", encoding="utf-8") as handle:
+        yaml.safe_dump({"spark_nodes": {"hosts": hosts}}, handle)
+    with open(os.path.join(root, "group_vars", "spark_nodes.yml"), "w", encoding="utf-8") as handle:
+        yaml.safe_dump(group, handle)
+    for host, values in (host_extra or {}).items():
+        os.makedirs(os.path.join(root, "host_vars"), exist_ok=True)
+        with open(os.path.join(root, "host_vars", f"{host}.yml"), "w", encoding="utf-8") as handle:
+            yaml.safe_dump(values, handle)
+
+
+def run_validate(inventory):
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
+        ANSIBLE_NOCOLOR="1",
+    )
+    start = time.monotonic()
+    result = subprocess.run(
+        [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", inventory, PLAYBOOK],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    return result, time.monotonic() - start
+
+
+def mutate(hosts=None, group=None, host_extra=None):
+    h, g = copy.deepcopy(GOOD_HOSTS), copy.deepcopy(GOOD_GROUP)
+    for host, values in (hosts or {}).items():
+        if values is None:
+            del h[host]
+        else:
+            for key, value in values.items():
+                if value is None:
+                    h[host].pop(key, None)
+                else:
+                    h[host][key] = value
+    g.update(group or {})
+    return h, g, host_extra or {}
+
+
+CASES = {
+    "duplicate rank": (
+        mutate(hosts={"spark-3": {"spark_rank": 1}}),
+        ["spark-3: spark_rank 1 is also the rank of spark-2", "fix:"],
+    ),
+    "gap in ranks": (
+        mutate(hosts={"spark-4": {"spark_rank": 4}}),
+        ["spark-4: spark_rank 4 is out of range for 4 nodes", "no node has rank 3"],
+    ),
+    "rank missing": (
+        mutate(hosts={"spark-2": {"spark_rank": None}}),
+        ["spark-2: spark_rank is not set", "fix: give every node a rank"],
+    ),
+    "rank not an integer": (
+        mutate(hosts={"spark-2": {"spark_rank": "one"}}),
+        ["spark-2: spark_rank is 'one', not a non-negative integer"],
+    ),
+    "no head": (
+        mutate(hosts={f"spark-{i + 1}": {"spark_rank": i + 1} for i in range(4)}),
+        ["spark_rank 0 (the head) is missing", "give exactly one node spark_rank: 0"],
+    ),
+    "nodes and nnodes disagree": (
+        mutate(hosts={"spark-4": None}),
+        ["sglang_engine.nnodes is 4 but spark_nodes has 3 nodes"],
+    ),
+    "tp x pp does not fit the nodes": (
+        mutate(group={"sglang_profile_overrides": {"tp_size": 8}}),
+        ["sglang_engine.tp_size x pp_size = 8, but 4 nodes x 1 GPU = 4"],
+    ),
+    "invalid management address": (
+        mutate(hosts={"spark-2": {"ansible_host": "203.0.113.300"}}),
+        ["spark-2: ansible_host is '203.0.113.300', not an IPv4 address"],
+    ),
+    "duplicate data-plane address": (
+        mutate(hosts={"spark-4": {"roce_ipv4": "10.0.30.3"}}),
+        ["spark-4: roce_ipv4 10.0.30.3 is also used by spark-3"],
+    ),
+    "data-plane address outside its subnet": (
+        mutate(hosts={"spark-2": {"roce_ipv4": "10.0.31.2"}}),
+        ["spark-2: roce_ipv4 10.0.31.2 is not a host address of roce_subnet 10.0.30.0/24"],
+    ),
+    "management address outside its subnet": (
+        mutate(hosts={"spark-1": {"ansible_host": "198.51.100.3"}}),
+        ["spark-1: ansible_host 198.51.100.3 is not a host address of spark_mgmt_subnet"],
+    ),
+    "data-plane NIC missing": (
+        mutate(group={"roce_iface": ""}),
+        ["roce_iface is '', not a network interface name", "fix: name the NIC"],
+    ),
+    "HCA missing": (
+        mutate(group={"roce_hca": ""}),
+        ["roce_hca is '', not an RDMA device name"],
+    ),
+    "MTU below jumbo": (
+        mutate(group={"roce_mtu": 1500}),
+        ["roce_mtu is 1500", "RoCE needs jumbo frames"],
+    ),
+    "API port clashes with the rendezvous": (
+        mutate(group={"sglang_profile_overrides": {"port": 23000}}),
+        ["sglang_engine.dist_init_port 23000 clashes with the API port"],
+    ),
+    "extra_args fights a derived flag": (
+        mutate(group={"sglang_profile_overrides": {"extra_args": ["--dist-init-addr", "10.0.30.9:23000"]}}),
+        ["sglang_engine.extra_args contains --dist-init-addr", "derived from rank 0's roce_ipv4"],
+    ),
+    "DeepSeek-V4 with a speculative algorithm it rejects": (
+        mutate(
+            hosts={"spark-3": None, "spark-4": None},
+            group={
+                "sglang_profile": "ds4f_flash0731_tp2_c_eagle",
+                "sglang_profile_overrides": {
+                    "image": "lmsysorg/sglang@sha256:" + "6f91b6bbe3" + "0" * 54,
+                    "model_revision": None,
+                    "speculative": {"algorithm": "NEXTN"},
+                },
+            },
+        ),
+        ["sglang_engine.speculative.algorithm is NEXTN, which DeepSeek-V4 does not accept", "EAGLE"],
+    ),
+    "clamp not above the draft window": (
+        mutate(group={"sglang_profile_overrides": {"min_new_tokens": 8}}),
+        ["sglang_engine.min_new_tokens 8 does not exceed the speculative window (8 tokens)"],
+    ),
+    "speculative decoding without the clamp": (
+        mutate(
+            group={
+                "sglang_profile_overrides": {
+                    "patches": [
+                        {
+                            "file": "/sgl-workspace/sglang/python/sglang/srt/utils/watchdog.py",
+                            "apply": ["watchdog_stack_dump"],
+                        }
+                    ]
+                }
+            }
+        ),
+        ["sglang_engine.patches lack max_tokens_clamp", "Pitfall 3"],
+    ),
+    "truncated image and revision pins (the DS4-F preset as recorded)": (
+        mutate(hosts={"spark-3": None, "spark-4": None}, group={"sglang_profile": "ds4f_flash0731_tp2_a_graphs_off"}),
+        ["sglang_engine.image 'lmsysorg/sglang@sha256:6f91b6bbe3' carries a truncated digest",
+         "sglang_engine.model_revision '9e165c30' looks like a truncated commit"],
+    ),
+    "a cluster-wide variable set per host": (
+        mutate(host_extra={"spark-3": {"roce_subnet": "10.0.31.0/24", "roce_ipv4": "10.0.31.3"}}),
+        ["spark-3: roce_subnet differs from spark-1's", "set it once in group_vars/spark_nodes"],
+    ),
+    "unknown profile field": (
+        mutate(group={"sglang_profile_overrides": {"tp_sise": 4}}),
+        ["tp_sise"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_inventory_fails_offline_with_its_message(case, tmp_path):
+    (hosts, group, host_extra), expected = CASES[case]
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result, took = run_validate(str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    for text in expected:
+        assert text in output, f"{case}: {text!r} not in output:\n{output}"
+    assert "UNREACHABLE" not in output, output
+    assert "unreachable=1" not in output
+    assert took < 20
+
+
+def test_good_inventory_passes_offline(tmp_path):
+    hosts, group, host_extra = mutate()
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result, _ = run_validate(str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "unreachable=0" in result.stdout
+    assert "failed=0" in result.stdout
+
+
+def test_open_api_without_key_is_a_loud_warning(tmp_path):
+    hosts, group, host_extra = mutate(group={"sglang_api_key": ""})
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result, _ = run_validate(str(tmp_path))
+    assert result.returncode == 0
+    assert "ANYONE ON THAT NETWORK CAN USE THE MODEL" in result.stdout + result.stderr

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Create .venv from the frozen requirements and make the checkout resolvable as
+# sparkfleet.serving (plus community.docker, its dependency and ansible.posix, taken
+# from the ansible bundle wheel because Galaxy is not reachable). Idempotent.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+ansible_bundle=ansible==12.3.0
+bundle_wheel=.cache/wheels/ansible-12.3.0-py3-none-any.whl
+colls=.collections/ansible_collections
+
+log() { printf 'setup: %s\n' "$*"; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+if [[ ! -f .venv/.requirements.stamp ]] || ! cmp -s requirements.txt .venv/.requirements.stamp; then
+  log "installing requirements.txt into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  cp requirements.txt .venv/.requirements.stamp
+else
+  log ".venv matches requirements.txt"
+fi
+
+mkdir -p "$colls/sparkfleet"
+if [[ "$(readlink "$colls/sparkfleet/serving" 2>/dev/null)" != "../../.." ]]; then
+  rm -rf "$colls/sparkfleet/serving"
+  ln -s ../../.. "$colls/sparkfleet/serving"
+  log "linked the checkout as sparkfleet.serving"
+fi
+
+deps=(community/docker community/library_inventory_filtering_v1 ansible/posix)
+need=0
+for d in "${deps[@]}"; do [[ -f "$colls/$d/MANIFEST.json" ]] || need=1; done
+if ((need)); then
+  if [[ ! -f "$bundle_wheel" ]]; then
+    log "downloading $ansible_bundle (collections bundle)"
+    mkdir -p .cache/wheels
+    .venv/bin/pip download -q --disable-pip-version-check --no-deps "$ansible_bundle" -d .cache/wheels
+  fi
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  patterns=()
+  for d in "${deps[@]}"; do patterns+=("ansible_collections/$d/*"); done
+  .venv/bin/python - "$bundle_wheel" "$tmp" "${patterns[@]}" <<'PY'
+import fnmatch
+import sys
+import zipfile
+
+wheel, dest, *patterns = sys.argv[1:]
+with zipfile.ZipFile(wheel) as zf:
+    members = [n for n in zf.namelist() if any(fnmatch.fnmatch(n, p) for p in patterns)]
+    zf.extractall(dest, members)
+PY
+  for d in "${deps[@]}"; do
+    mkdir -p "$colls/$(dirname "$d")"
+    rm -rf "${colls:?}/$d"
+    mv "$tmp/ansible_collections/$d" "$colls/$d"
+    log "installed $d from the bundle wheel"
+  done
+fi

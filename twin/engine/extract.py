@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Extract what the engine image needs from an SGLang wheel (runs on the host).
+
+Writes, under OUT:
+
+    sglang/srt/managers/tokenizer_manager.py   the real file of that release
+    sglang/srt/utils/watchdog.py               the real file (SGLang >= 0.5.7 only)
+    sglang/flags.json                          every `--flag` of the release's
+                                               server_args.py, read statically
+
+Each extracted file keeps the modification time recorded in the wheel, so the
+timestamp-mode .pyc compiled from it is the same on every build.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import sys
+import time
+import zipfile
+
+FILES = {
+    "sglang/srt/managers/tokenizer_manager.py": True,  # required
+    "sglang/srt/utils/watchdog.py": False,  # absent before 0.5.7
+}
+SERVER_ARGS = "sglang/srt/server_args.py"
+
+
+def _literal(node, defaults):
+    """A JSON-able constant for an AST node, or None when it is not one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool)):
+        return node.value
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "ServerArgs"
+    ):
+        return defaults.get(node.attr)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_literal(elt, defaults) for elt in node.elts]
+        return items if all(item is not None for item in items) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand, defaults)
+        return -value if isinstance(value, (int, float)) else None
+    return None
+
+
+def _dataclass_defaults(tree):
+    """Constant field defaults of the ServerArgs dataclass."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ServerArgs":
+            out = {}
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and stmt.value is not None
+                ):
+                    value = _literal(stmt.value, {})
+                    if value is not None:
+                        out[stmt.target.id] = value
+            return out
+    return {}
+
+
+def server_flags(source):
+    """Every add_argument("--x", ...) of server_args.py as a JSON-able dict."""
+    tree = ast.parse(source)
+    defaults = _dataclass_defaults(tree)
+    flags = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+        ):
+            continue
+        names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+        if not names or not all(isinstance(n, str) and n.startswith("--") for n in names):
+            continue
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        action = kw.get("action")
+        if isinstance(action, ast.Constant):
+            kind = action.value
+        elif isinstance(action, ast.Name) and action.id == "DeprecatedAction":
+            kind = "deprecated"
+        else:
+            kind = "store"
+        type_node = kw.get("type")
+        type_name = type_node.id if isinstance(type_node, ast.Name) else None
+        flag = {
+            "names": names,
+            "dest": _literal(kw["dest"], {}) if "dest" in kw else None,
+            "action": kind,
+            "type": type_name if type_name in ("int", "float") else "str",
+            "nargs": _literal(kw["nargs"], {}) if "nargs" in kw else None,
+            "choices": _literal(kw["choices"], defaults) if "choices" in kw else None,
+            "default": _literal(kw["default"], defaults) if "default" in kw else None,
+        }
+        flags.append(flag)
+    return flags
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wheel", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    with zipfile.ZipFile(args.wheel) as wheel:
+        names = set(wheel.namelist())
+        for name, required in FILES.items():
+            if name not in names:
+                if required:
+                    sys.exit(f"extract: {name} is not in {args.wheel}")
+                print(f"extract: {name} is not part of this release (skipped)")
+                continue
+            info = wheel.getinfo(name)
+            target = os.path.join(args.out, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with wheel.open(info) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+            stamp = time.mktime((*info.date_time, 0, 0, -1))
+            os.utime(target, (stamp, stamp))
+        flags = server_flags(wheel.read(SERVER_ARGS).decode()) if SERVER_ARGS in names else []
+    target = os.path.join(args.out, "sglang", "flags.json")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "w", encoding="utf-8") as handle:
+        json.dump(flags, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    print(f"extract: {len(flags)} server flags")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

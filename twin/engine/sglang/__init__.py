@@ -1,0 +1,1 @@
+"""SGLang stand-in package of the sparkfleet twin (see /opt/sparksim)."""

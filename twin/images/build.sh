@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Build the twin's images locally (no registry is reachable):
+#   base    debootstrap'ed Debian bookworm with python3 and network tools
+#   node    a simulated DGX Spark: base + cron, sshd, flock, rsync, curl, dockerd
+#   engine  the SGLang stand-in (twin/engine/build.sh), default version and the
+#           unchecked-hash .pyc variant
+# Each image carries a label with the hash of its inputs and is rebuilt only when
+# they change. Usage: build.sh [base|node|engine|all]...
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+BASE_IMAGE=${SPARKSIM_BASE_IMAGE:-sparkfleet-twin/base:bookworm}
+NODE_IMAGE=${SPARKSIM_NODE_IMAGE:-sparkfleet-twin/node:bookworm}
+base_packages=python3,iproute2,iputils-ping,procps,ca-certificates,tini
+
+log() { printf 'twin-images: %s\n' "$*"; }
+
+inputs_hash() { cat "$@" | sha256sum | cut -c1-16; }
+
+current_label() {
+  docker image inspect -f '{{ index .Config.Labels "sparkfleet.twin.inputs" }}' "$1" 2>/dev/null || true
+}
+
+apt_mirror() {
+  local uri
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  if [[ -z "$uri" ]]; then
+    uri=$(awk '/^deb / {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  fi
+  [[ -n "$uri" ]] || { log "no apt mirror found in /etc/apt/sources.list.d/debian.sources"; exit 1; }
+  printf '%s\n' "$uri"
+}
+
+build_base() {
+  local want rootfs mirror
+  want=$(printf '%s\n' "$base_packages" | cat - "$here/build.sh" | sha256sum | cut -c1-16)
+  if [[ "$(current_label "$BASE_IMAGE")" == "$want" ]]; then
+    log "$BASE_IMAGE is current"
+    return
+  fi
+  mirror=$(apt_mirror)
+  rootfs=$(mktemp -d /var/tmp/sparksim-rootfs.XXXXXX)
+  trap 'rm -rf "$rootfs"' RETURN
+  log "debootstrap bookworm from $mirror (about a minute)"
+  debootstrap --variant=minbase --include="$base_packages" bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 || {
+    tail -n 30 "$rootfs.log" >&2
+    exit 1
+  }
+  rm -f "$rootfs.log"
+  rm -rf "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+    "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
+  find "$rootfs"/usr/share/locale -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} +
+  tar -C "$rootfs" -c . | docker import \
+    -c "LABEL sparkfleet.twin.inputs=$want" \
+    -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    -c 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null
+  log "built $BASE_IMAGE ($(docker image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec))"
+}
+
+build_node() {
+  local want
+  want=$( { current_label "$BASE_IMAGE"; cat "$here/node/Dockerfile" "$here/node/sparksim-init" "$root/twin/tools/gidtable.py"; } | sha256sum | cut -c1-16)
+  if [[ "$(current_label "$NODE_IMAGE")" == "$want" ]]; then
+    log "$NODE_IMAGE is current"
+    return
+  fi
+  local ctx
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' RETURN
+  cp "$here/node/Dockerfile" "$here/node/sparksim-init" "$root/twin/tools/gidtable.py" "$ctx/"
+  log "building $NODE_IMAGE (apt inside the build, about a minute)"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
+    -t "$NODE_IMAGE" "$ctx" >/dev/null
+  log "built $NODE_IMAGE ($(docker image inspect -f '{{.Size}}' "$NODE_IMAGE" | numfmt --to=iec))"
+}
+
+build_engine() {
+  "$root/twin/engine/build.sh"
+  "$root/twin/engine/build.sh" --pyc-mode unchecked-hash
+}
+
+targets=("$@")
+((${#targets[@]})) || targets=(all)
+for target in "${targets[@]}"; do
+  case "$target" in
+    base) build_base ;;
+    node) build_base; build_node ;;
+    engine) build_base; build_engine ;;
+    all) build_base; build_node; build_engine ;;
+    *) log "unknown target $target (base|node|engine|all)"; exit 2 ;;
+  esac
+done
