@@ -56,8 +56,9 @@ def curl(host, url, key=None, body=None, timeout=60):
     if body is not None:
         cmd += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
     cmd.append(url)
+    host.run("rm -f /tmp/.verify-body")
     status = host.run(" ".join(shlex.quote(c) for c in cmd)).stdout.strip()
-    return int(status or 0), host.file("/tmp/.verify-body").content_string
+    return int(status or 0), host.run("cat /tmp/.verify-body 2>/dev/null").stdout
 
 
 def split_docker_run(argv):

@@ -1,0 +1,75 @@
+"""Verify the 2-node twin running the DS4-F profile A canary on loopback."""
+
+from __future__ import annotations
+
+import json
+
+from twin_verify import LAUNCHER, curl, engine_flags, inventory, launch_argv, node, split_docker_run
+
+NODES = inventory("inventory/sim-2node")
+HEAD, WORKER = sorted(NODES, key=lambda h: NODES[h]["spark_rank"])
+URL = "http://127.0.0.1:8890"
+
+
+def test_api_listens_on_loopback_only():
+    listening = node(HEAD).check_output("ss -Hltn").split("\n")
+    local = {line.split()[3] for line in listening if line.strip()}
+    assert "127.0.0.1:8890" in local
+    assert not {a for a in local if a.endswith(":8890") and not a.startswith("127.")}
+    # Not reachable from the peer over the management network.
+    assert curl(node(WORKER), f"http://{NODES[HEAD]['ansible_host']}:8890/health", timeout=3)[0] == 0
+
+
+def test_profile_a_runs_graphs_off_without_speculation():
+    _opts, _image, command = split_docker_run(launch_argv(node(HEAD)))
+    flags = dict(engine_flags(command))
+    assert "--disable-cuda-graph" in flags
+    assert not [f for f in flags if f.startswith("--speculative")]
+    assert flags["--tp-size"] == "2"
+    assert flags["--nnodes"] == "2"
+    assert flags["--host"] == "127.0.0.1"
+    assert flags["--port"] == "8890"
+    assert flags["--context-length"] == "1048576"
+    assert flags["--max-running-requests"] == "6"
+    assert flags["--dist-init-addr"] == f"{NODES[HEAD]['roce_ipv4']}:23010"
+    env = [v for o, v in _opts if o == "-e"]
+    assert "SGLANG_SM120_FLASHMLA_BACKEND=triton" in env
+    assert "TORCH_CUDA_ARCH_LIST=12.1a" in env
+
+
+def test_each_node_pins_its_own_gid_index():
+    for name, index in ((HEAD, 3), (WORKER, 5)):
+        opts, _image, _command = split_docker_run(launch_argv(node(name)))
+        assert ("-e", f"NCCL_IB_GID_INDEX={index}") in opts
+
+
+def test_smokes_pass_on_the_head():
+    host = node(HEAD)
+    assert curl(host, f"{URL}/health")[0] == 200
+    status, body = curl(host, f"{URL}/v1/models")
+    assert status == 200
+    assert [m["id"] for m in json.loads(body)["data"]] == ["flash-0731"]
+
+    def ask(prompt, max_tokens=64):
+        status, body = curl(
+            host,
+            f"{URL}/v1/chat/completions",
+            body={
+                "model": "flash-0731",
+                "temperature": 0,
+                "max_tokens": max_tokens,
+                "messages": [{"role": "user", "content": prompt}],
+            },
+        )
+        assert status == 200, body
+        return json.loads(body)["choices"][0]["message"]["content"].strip()
+
+    assert ask("Reply with exactly this string and nothing else: CANARY-OK") == "CANARY-OK"
+    assert "323" in ask("What is 17*19? Answer with the number only.")
+
+
+def test_both_ranks_run_their_current_configuration():
+    for name in (HEAD, WORKER):
+        assert node(name).check_output(f"{LAUNCHER} status") == "running current"
+    # The worker serves the dummy health upstream workers serve, on loopback too.
+    assert curl(node(WORKER), f"{URL}/health")[0] == 200

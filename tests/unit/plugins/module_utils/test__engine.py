@@ -1,0 +1,161 @@
+"""Launch argv from an engine profile, checked against the seed recipes."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import pytest
+import yaml
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
+
+PRESETS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang", "vars", "presets")
+
+
+def preset(name):
+    with open(os.path.join(PRESETS, f"{name}.yml"), encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    base = data.pop("base", None)
+    if base:
+        merged = preset(base)
+        for key, value in data.items():
+            if isinstance(value, dict):
+                merged[key] = {**merged.get(key, {}), **value}
+            else:
+                merged[key] = value
+        return merged
+    return data
+
+
+# Seed 002, section 6: the flags after `python3 -m sglang.launch_server` for rank 2.
+SEED_QWEN_RANK2 = shlex.split("""
+    --trust-remote-code --model-path /home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead
+    --tp-size 4 --nnodes 4 --node-rank 2
+    --dist-init-addr 10.0.30.1:23000
+    --served-model-name qwen3.8-27b
+    --mem-fraction-static 0.50
+    --attention-backend flashinfer --chunked-prefill-size 8192 --kv-cache-dtype fp8_e4m3
+    --disable-prefill-cuda-graph --cuda-graph-max-bs 8
+    --disable-flashinfer-autotune
+    --speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.8-27B-DFlash2
+    --speculative-draft-model-revision 50307d4c4cde6860d4eee73e2547cd786fe8e8a4
+    --speculative-num-draft-tokens 8 --speculative-draft-model-quantization unquant
+    --mamba-radix-cache-strategy extra_buffer --mamba-ssm-dtype bfloat16
+    --max-mamba-cache-size 96 --max-running-requests 8
+    --enable-torch-compile --torch-compile-max-bs 4
+    --num-continuous-decode-steps 2 --watchdog-timeout 120
+    --reasoning-parser qwen3 --tool-call-parser qwen3_coder
+    --chat-template /out/chat-template-sglang.jinja
+    --host 0.0.0.0 --port 8081
+""")
+
+
+def test_qwen_preset_renders_the_seed_flags_in_the_seed_order():
+    assert _engine.server_args(preset("qwen38_27b_tp4_dflash2"), 2, "10.0.30.1") == SEED_QWEN_RANK2
+
+
+@pytest.mark.parametrize(
+    ("name", "present", "absent"),
+    [
+        ("ds4f_flash0731_tp2_a_graphs_off", ["--disable-cuda-graph"], ["--speculative-algorithm"]),
+        ("ds4f_flash0731_tp2_b_graphs_only", [], ["--disable-cuda-graph", "--speculative-algorithm"]),
+        (
+            "ds4f_flash0731_tp2_c_eagle",
+            ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", "--speculative-num-steps", "2",
+             "--speculative-num-draft-tokens", "3"],
+            ["--disable-cuda-graph"],
+        ),
+        (
+            "ds4f_flash0731_tp2_d_dspark",
+            ["--speculative-algorithm", "DSPARK", "--speculative-dspark-block-size", "5"],
+            ["--disable-cuda-graph", "--speculative-num-draft-tokens"],
+        ),
+    ],
+)
+def test_ds4f_profiles_differ_only_where_the_seed_says(name, present, absent):
+    args = _engine.server_args(preset(name), 1, "10.0.30.1")
+    joined = " ".join(args)
+    assert " ".join(present) in joined
+    for flag in absent:
+        assert flag not in args
+    for common in (["--tp-size", "2"], ["--nnodes", "2"], ["--node-rank", "1"], ["--host", "127.0.0.1"],
+                   ["--port", "8890"], ["--context-length", "1048576"], ["--max-running-requests", "6"],
+                   ["--mem-fraction-static", "0.80"], ["--dist-init-addr", "10.0.30.1:23010"]):
+        assert " ".join(common) in joined
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.5, "0.50"), (0.8, "0.80"), (0.875, "0.875"), (8, "8"), (1048576, "1048576")],
+)
+def test_numbers_are_written_as_operators_write_them(value, text):
+    args = _engine.server_args({"mem_fraction_static": value}, 0, "10.0.30.1")
+    assert args[args.index("--mem-fraction-static") + 1] == text
+
+
+def test_single_node_has_no_rendezvous_address():
+    args = _engine.server_args({"nnodes": 1, "tp_size": 1}, 0, "10.0.30.1")
+    assert "--dist-init-addr" not in args
+
+
+def test_extra_args_come_last_as_given():
+    args = _engine.server_args({"port": 1, "extra_args": ["--log-level", "debug"]}, 0, "10.0.30.1")
+    assert args[-2:] == ["--log-level", "debug"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "window"),
+    [
+        ({}, 0),
+        ({"algorithm": None, "num_draft_tokens": 8}, 0),
+        ({"algorithm": "DFLASH", "num_draft_tokens": 8}, 8),
+        ({"algorithm": "EAGLE", "num_steps": 2, "num_draft_tokens": 3, "eagle_topk": 1}, 3),
+        ({"algorithm": "EAGLE", "num_steps": 5, "num_draft_tokens": 3}, 6),
+        ({"algorithm": "DSPARK", "dspark_block_size": 5}, 5),
+    ],
+)
+def test_speculative_window(spec, window):
+    assert _engine.speculative_window({"speculative": spec}) == window
+
+
+def test_container_args_of_the_seed_and_of_a_twin():
+    qwen = preset("qwen38_27b_tp4_dflash2")
+    assert _engine.container_args(qwen) == shlex.split(
+        "--gpus all --memory 100g --memory-swap 100g --shm-size 16g --network host --ipc=host "
+        "--cap-add IPC_LOCK --device /dev/infiniband"
+    )
+    twin = dict(qwen, container={"gpus": None, "devices": [], "network": "host", "ipc": "host"})
+    assert _engine.container_args(twin) == ["--network", "host", "--ipc=host"]
+    assert _engine.container_volumes(qwen)[:2] == ["-v", "/home/tiger/.config/qwen38/sglang-cache:/cache"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "index", "expected"),
+    [
+        ("discover", 7, {"NCCL_IB_GID_INDEX": "7"}),
+        ("discover", "5", {"NCCL_IB_GID_INDEX": "5"}),
+        ("auto", 7, {}),
+        ("auto", None, {}),
+    ],
+)
+def test_nccl_env_pins_the_gid_only_in_discover_mode(mode, index, expected):
+    env = _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "rocep1s0f0", "10.0.30.0/24", mode, index)
+    assert env["NCCL_SOCKET_IFNAME"] == "enP7s7"
+    assert env["NCCL_IB_HCA"] == "rocep1s0f0"
+    assert env["NCCL_IB_ADDR_RANGE"] == "10.0.30.0/24"
+    assert env["NCCL_IB_ROCE_VERSION_NUM"] == "2"
+    assert env["MASTER_ADDR"] == "10.0.30.1"
+    assert env["MASTER_PORT"] == "23000"
+    assert {k: v for k, v in env.items() if k == "NCCL_IB_GID_INDEX"} == expected
+
+
+@pytest.mark.parametrize("index", [None, "", " "])
+def test_nccl_env_never_emits_an_empty_gid_index(index):
+    with pytest.raises(ValueError, match="no GID index"):
+        _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "h", "10.0.30.0/24", "discover", index)
+
+
+def test_nccl_env_rejects_an_unknown_mode():
+    with pytest.raises(ValueError, match="unknown gid_mode"):
+        _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "h", "10.0.30.0/24", "guess", 3)
