@@ -47,8 +47,8 @@ lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck
 sanity: setup ## ansible-test sanity on a copy of the checkout
 	bash tools/sanity.sh
 
-unit: setup ## Unit tests of modules, module_utils and filters
-	$(VENV)/python -m pytest tests/unit -q
+unit: setup ## Unit tests (modules, module_utils, filters, presets) and offline inventory checks
+	$(VENV)/python -m pytest tests/unit tests/playbooks -q
 
 twin: images ## Tests of the SGLang stand-in image itself
 	$(VENV)/python -m pytest tests/twin -q

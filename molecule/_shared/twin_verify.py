@@ -66,7 +66,7 @@ def split_docker_run(argv):
     assert argv[:2] == ["docker", "run"], argv[:2]
     opts, i = [], 2
     while argv[i].startswith("-"):
-        if argv[i].startswith("--") and "=" in argv[i] or argv[i] in ("-d", "--rm"):
+        if (argv[i].startswith("--") and "=" in argv[i]) or argv[i] in ("-d", "--rm"):
             opts.append((argv[i], None))
             i += 1
         else:

@@ -452,9 +452,9 @@ checks:
             complete: true
 """
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils._health import (  # noqa: E402
+from ansible_collections.sparkfleet.serving.plugins.module_utils._health import (
     CHECK_NAMES,
     DEFAULT_CHECKS,
     HealthRunner,

@@ -149,7 +149,11 @@ CASES = {
         ["sglang_engine.dist_init_port 23000 clashes with the API port"],
     ),
     "extra_args fights a derived flag": (
-        mutate(group={"sglang_profile_overrides": {"extra_args": ["--dist-init-addr", "10.0.30.9:23000"]}}),
+        mutate(
+            group={
+                "sglang_profile_overrides": {"extra_args": ["--dist-init-addr", "10.0.30.9:23000"]}
+            }
+        ),
         ["sglang_engine.extra_args contains --dist-init-addr", "derived from rank 0's roce_ipv4"],
     ),
     "DeepSeek-V4 with a speculative algorithm it rejects": (
@@ -164,7 +168,10 @@ CASES = {
                 },
             },
         ),
-        ["sglang_engine.speculative.algorithm is NEXTN, which DeepSeek-V4 does not accept", "EAGLE"],
+        [
+            "sglang_engine.speculative.algorithm is NEXTN, which DeepSeek-V4 does not accept",
+            "EAGLE",
+        ],
     ),
     "clamp not above the draft window": (
         mutate(group={"sglang_profile_overrides": {"min_new_tokens": 8}}),
@@ -186,9 +193,14 @@ CASES = {
         ["sglang_engine.patches lack max_tokens_clamp", "Pitfall 3"],
     ),
     "truncated image and revision pins (the DS4-F preset as recorded)": (
-        mutate(hosts={"spark-3": None, "spark-4": None}, group={"sglang_profile": "ds4f_flash0731_tp2_a_graphs_off"}),
-        ["sglang_engine.image 'lmsysorg/sglang@sha256:6f91b6bbe3' carries a truncated digest",
-         "sglang_engine.model_revision '9e165c30' looks like a truncated commit"],
+        mutate(
+            hosts={"spark-3": None, "spark-4": None},
+            group={"sglang_profile": "ds4f_flash0731_tp2_a_graphs_off"},
+        ),
+        [
+            "sglang_engine.image 'lmsysorg/sglang@sha256:6f91b6bbe3' carries a truncated digest",
+            "sglang_engine.model_revision '9e165c30' looks like a truncated commit",
+        ],
     ),
     "a cluster-wide variable set per host": (
         mutate(host_extra={"spark-3": {"roce_subnet": "10.0.31.0/24", "roce_ipv4": "10.0.31.3"}}),

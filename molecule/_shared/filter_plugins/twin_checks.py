@@ -12,4 +12,3 @@ def sparkfleet_changed_paths(pair):
 class FilterModule:
     def filters(self):
         return {"sparkfleet_changed_paths": sparkfleet_changed_paths}
-

@@ -9,7 +9,6 @@ def sparkfleet_restarted_once(node, before, after):
     return new["started"] != old["started"] and new["launches"] == old["launches"] + 1
 
 
-
 class TestModule:
     def tests(self):
         return {"sparkfleet_restarted_once": sparkfleet_restarted_once}

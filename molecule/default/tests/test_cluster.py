@@ -39,8 +39,8 @@ docker run --rm --name qwen38-tp4-r{rank} --gpus all
   -v /home/tiger/.cache/huggingface:/root/.cache/huggingface
   -v /home/tiger/.config/qwen38:/out
   -v /home/tiger/models:/home/tiger/models
-  -v /home/tiger/sglang-patch/tokenizer_manager.py:/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py
-  -v /home/tiger/sglang-patch/watchdog.py:/sgl-workspace/sglang/python/sglang/srt/utils/watchdog.py
+  -v /home/tiger/sglang-patch/tokenizer_manager.py:{srt}/managers/tokenizer_manager.py
+  -v /home/tiger/sglang-patch/watchdog.py:{srt}/utils/watchdog.py
   qwen38-dflash2:v1.2.2
   python3 -m sglang.launch_server
     --trust-remote-code --model-path /home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead
@@ -62,6 +62,7 @@ docker run --rm --name qwen38-tp4-r{rank} --gpus all
     --chat-template /out/chat-template-sglang.jinja
     --host 0.0.0.0 --port 8081
 """
+SRT = "/sgl-workspace/sglang/python/sglang/srt"
 PATCHED = {
     "/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py",
     "/sgl-workspace/sglang/python/sglang/srt/utils/watchdog.py",
@@ -75,12 +76,20 @@ SHADOWING_PYCS = [
 
 def expected_launch(rank):
     """The seed's launch with the collection's deliberate changes and the twin's overrides."""
-    opts, image, command = split_docker_run(shlex.split(SEED_DOCKER.format(rank=rank, gid=EXPECTED_GID[rank])))
+    opts, _image, command = split_docker_run(
+        shlex.split(SEED_DOCKER.format(rank=rank, gid=EXPECTED_GID[rank], srt=SRT))
+    )
     # The collection: no --rm (the engine's log and exit state survive; the launcher
     # removes a leftover itself), detached, labelled with its config hash, secrets
     # from a 0600 env file, patched files mounted read-only from the patch directory.
-    opts = [o for o in opts if o[0] != "--rm" and not (o[0] == "-v" and o[1].split(":")[1] in PATCHED)]
-    opts += [("-d", None), ("--label", f"sparkfleet.rank={rank}"), ("--env-file", "/etc/sparkfleet/sglang.env")]
+    opts = [
+        o for o in opts if o[0] != "--rm" and not (o[0] == "-v" and o[1].split(":")[1] in PATCHED)
+    ]
+    opts += [
+        ("-d", None),
+        ("--label", f"sparkfleet.rank={rank}"),
+        ("--env-file", "/etc/sparkfleet/sglang.env"),
+    ]
     opts += [("-v", f"/var/lib/sparkfleet/sglang-patches/live{p}:{p}:ro") for p in sorted(PATCHED)]
     # ... and the image's bytecode of those files masked, so no process runs stale code.
     opts += [("-v", f"/var/lib/sparkfleet/sglang-patches/empty.pyc:{p}:ro") for p in SHADOWING_PYCS]
@@ -100,7 +109,9 @@ def expected_launch(rank):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_nics_are_named_like_a_spark(name):
-    links = node(name).check_output("ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1").split()
+    links = (
+        node(name).check_output("ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1").split()
+    )
     assert "enP7s7" in links
     assert "enp1s0f0np0" in links
 
@@ -176,12 +187,16 @@ def test_launch_script_is_strict_and_holds_no_secret(name):
     assert env.user == "root"
     assert f"SGLANG_API_KEY={KEY}" in env.content_string
     # Never on a command line that ps shows.
-    assert KEY not in host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
+    assert KEY not in host.check_output(
+        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true"
+    )
 
 
 def test_launch_script_passes_shellcheck():
     script = node(HEAD).file(LAUNCHER).content_string
-    result = subprocess.run(["shellcheck", "-"], input=script, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["shellcheck", "-"], input=script, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout
 
 
@@ -199,9 +214,15 @@ def test_workers_started_before_the_head_in_rank_order():
 def test_engine_runs_the_patched_files(name):
     host = node(name)
     rank = NODES[name]["spark_rank"]
-    assert host.check_output(f"docker inspect -f '{{{{.State.Status}}}}' qwen38-tp4-r{rank}") == "running"
+    assert (
+        host.check_output(f"docker inspect -f '{{{{.State.Status}}}}' qwen38-tp4-r{rank}")
+        == "running"
+    )
     for path in PATCHED:
-        assert int(host.check_output(f"docker exec qwen38-tp4-r{rank} grep -c HARDEN-PATCH {path}")) >= 1
+        assert (
+            int(host.check_output(f"docker exec qwen38-tp4-r{rank} grep -c HARDEN-PATCH {path}"))
+            >= 1
+        )
     assert host.check_output(f"{LAUNCHER} status") == "running current"
     # The engine's log outlives its container.
     assert host.file(f"/var/log/sparkfleet/qwen38-tp4-r{rank}.log").size > 0

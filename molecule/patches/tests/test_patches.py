@@ -26,7 +26,12 @@ def test_the_image_bytecode_would_shadow_a_mounted_source():
 def test_the_marker_is_in_the_file_inside_every_rank():
     for name in (HEAD, WORKER):
         rank = NODES[name]["spark_rank"]
-        assert int(node(name).check_output(f"docker exec qwen38-tp4-r{rank} grep -c HARDEN-PATCH {TM}")) >= 1
+        assert (
+            int(
+                node(name).check_output(f"docker exec qwen38-tp4-r{rank} grep -c HARDEN-PATCH {TM}")
+            )
+            >= 1
+        )
 
 
 def test_a_max_tokens_8_request_answers_and_every_rank_survives():
@@ -34,7 +39,11 @@ def test_a_max_tokens_8_request_answers_and_every_rank_survives():
         node(HEAD),
         "http://127.0.0.1:8081/v1/chat/completions",
         key=KEY,
-        body={"model": "qwen3.8-27b", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]},
+        body={
+            "model": "qwen3.8-27b",
+            "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
         timeout=30,
     )
     assert status == 200, body

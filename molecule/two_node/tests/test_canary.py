@@ -17,7 +17,9 @@ def test_api_listens_on_loopback_only():
     assert "127.0.0.1:8890" in local
     assert not {a for a in local if a.endswith(":8890") and not a.startswith("127.")}
     # Not reachable from the peer over the management network.
-    assert curl(node(WORKER), f"http://{NODES[HEAD]['ansible_host']}:8890/health", timeout=3)[0] == 0
+    assert (
+        curl(node(WORKER), f"http://{NODES[HEAD]['ansible_host']}:8890/health", timeout=3)[0] == 0
+    )
 
 
 def test_profile_a_runs_graphs_off_without_speculation():

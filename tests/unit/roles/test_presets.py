@@ -9,7 +9,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "sglang")
-PRESETS = os.path.join(ROLE, "vars", "presets")
+PRESETS = os.path.join(ROLE, "files", "presets")
 
 
 def load(path):

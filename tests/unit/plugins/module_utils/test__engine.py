@@ -10,7 +10,9 @@ import yaml
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
 
-PRESETS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang", "vars", "presets")
+PRESETS = os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang", "files", "presets"
+)
 
 
 def preset(name):
@@ -59,11 +61,23 @@ def test_qwen_preset_renders_the_seed_flags_in_the_seed_order():
     ("name", "present", "absent"),
     [
         ("ds4f_flash0731_tp2_a_graphs_off", ["--disable-cuda-graph"], ["--speculative-algorithm"]),
-        ("ds4f_flash0731_tp2_b_graphs_only", [], ["--disable-cuda-graph", "--speculative-algorithm"]),
+        (
+            "ds4f_flash0731_tp2_b_graphs_only",
+            [],
+            ["--disable-cuda-graph", "--speculative-algorithm"],
+        ),
         (
             "ds4f_flash0731_tp2_c_eagle",
-            ["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", "--speculative-num-steps", "2",
-             "--speculative-num-draft-tokens", "3"],
+            [
+                "--speculative-algorithm",
+                "EAGLE",
+                "--speculative-eagle-topk",
+                "1",
+                "--speculative-num-steps",
+                "2",
+                "--speculative-num-draft-tokens",
+                "3",
+            ],
             ["--disable-cuda-graph"],
         ),
         (
@@ -79,9 +93,17 @@ def test_ds4f_profiles_differ_only_where_the_seed_says(name, present, absent):
     assert " ".join(present) in joined
     for flag in absent:
         assert flag not in args
-    for common in (["--tp-size", "2"], ["--nnodes", "2"], ["--node-rank", "1"], ["--host", "127.0.0.1"],
-                   ["--port", "8890"], ["--context-length", "1048576"], ["--max-running-requests", "6"],
-                   ["--mem-fraction-static", "0.80"], ["--dist-init-addr", "10.0.30.1:23010"]):
+    for common in (
+        ["--tp-size", "2"],
+        ["--nnodes", "2"],
+        ["--node-rank", "1"],
+        ["--host", "127.0.0.1"],
+        ["--port", "8890"],
+        ["--context-length", "1048576"],
+        ["--max-running-requests", "6"],
+        ["--mem-fraction-static", "0.80"],
+        ["--dist-init-addr", "10.0.30.1:23010"],
+    ):
         assert " ".join(common) in joined
 
 
@@ -127,7 +149,10 @@ def test_container_args_of_the_seed_and_of_a_twin():
     )
     twin = dict(qwen, container={"gpus": None, "devices": [], "network": "host", "ipc": "host"})
     assert _engine.container_args(twin) == ["--network", "host", "--ipc=host"]
-    assert _engine.container_volumes(qwen)[:2] == ["-v", "/home/tiger/.config/qwen38/sglang-cache:/cache"]
+    assert _engine.container_volumes(qwen)[:2] == [
+        "-v",
+        "/home/tiger/.config/qwen38/sglang-cache:/cache",
+    ]
 
 
 @pytest.mark.parametrize(
