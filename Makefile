@@ -59,14 +59,12 @@ molecule: images ## Molecule scenarios on the simulated cluster (S=<scenario> fo
 	  $(VENV)/molecule test -s $$s || exit 1; \
 	done
 
-test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule
-	@rm -f .cache/stages.log
-	@bash tools/stage.sh lint $(MAKE) --no-print-directory lint
-	@bash tools/stage.sh sanity $(MAKE) --no-print-directory sanity
-	@bash tools/stage.sh unit $(MAKE) --no-print-directory unit
-	@bash tools/stage.sh twin $(MAKE) --no-print-directory twin
-	@bash tools/stage.sh molecule $(MAKE) --no-print-directory molecule
-	@echo "== stages"; cat .cache/stages.log
+test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (each stage runs; fails if any failed)
+	@rm -f .cache/stages.log; status=0; \
+	for stage in lint sanity unit twin molecule; do \
+	  bash tools/stage.sh $$stage $(MAKE) --no-print-directory $$stage || status=1; \
+	done; \
+	echo "== stages (wall time)"; cat .cache/stages.log; exit $$status
 
 clean: demo-down ## Remove the twin and build artefacts (keeps images and .venv)
 	rm -rf .cache/sanity tests/output

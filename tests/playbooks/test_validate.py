@@ -230,7 +230,7 @@ def test_bad_inventory_fails_offline_with_its_message(case, tmp_path):
 def test_good_inventory_passes_offline(tmp_path):
     hosts, group, host_extra = mutate()
     write_inventory(str(tmp_path), hosts, group, host_extra)
-    result, _ = run_validate(str(tmp_path))
+    result = run_validate(str(tmp_path))[0]
     assert result.returncode == 0, result.stdout + result.stderr
     assert "unreachable=0" in result.stdout
     assert "failed=0" in result.stdout
@@ -239,6 +239,6 @@ def test_good_inventory_passes_offline(tmp_path):
 def test_open_api_without_key_is_a_loud_warning(tmp_path):
     hosts, group, host_extra = mutate(group={"sglang_api_key": ""})
     write_inventory(str(tmp_path), hosts, group, host_extra)
-    result, _ = run_validate(str(tmp_path))
+    result = run_validate(str(tmp_path))[0]
     assert result.returncode == 0
     assert "ANYONE ON THAT NETWORK CAN USE THE MODEL" in result.stdout + result.stderr

@@ -185,13 +185,13 @@ def test_each_problem_is_named(cluster, eng, message):
 def test_gaps_are_reported_once_with_the_missing_rank():
     cluster = nodes()
     cluster[3]["spark_rank"] = 4
-    errors, _, _ = _inventory.check_cluster(cluster, ENGINE, True)
+    errors = _inventory.check_cluster(cluster, ENGINE, True)[0]
     assert any("no node has rank 3" in e for e in errors)
 
 
 def test_every_problem_is_reported_not_just_the_first():
     cluster = nodes(**{"2__roce_ipv4": "bad", "3__spark_rank": 0})
-    errors, _, _ = _inventory.check_cluster(cluster, engine(port=22), True)
+    errors = _inventory.check_cluster(cluster, engine(port=22), True)[0]
     assert len(errors) >= 3
 
 
@@ -205,17 +205,17 @@ def test_every_problem_is_reported_not_just_the_first():
     ],
 )
 def test_an_open_api_without_a_key_is_a_loud_warning(host, key, warned):
-    _, warnings, _ = _inventory.check_cluster(nodes(), engine(host=host), api_key_set=key)
+    warnings = _inventory.check_cluster(nodes(), engine(host=host), api_key_set=key)[1]
     assert any("ANYONE ON THAT NETWORK" in w for w in warnings) is warned
 
 
 def test_bootstrap_on_the_roce_nic_is_a_warning_naming_pitfall_1():
     cluster = nodes(**{f"{i}__sglang_nccl_socket_ifname": "enp1s0f0np0" for i in range(1, 5)})
-    _, warnings, _ = _inventory.check_cluster(cluster, ENGINE, True)
+    warnings = _inventory.check_cluster(cluster, ENGINE, True)[1]
     assert any("Pitfall 1" in w for w in warnings)
 
 
 def test_no_hosts():
-    errors, _, ranks = _inventory.check_cluster([], ENGINE)
+    errors, _warnings, ranks = _inventory.check_cluster([], ENGINE)
     assert ranks == {}
     assert "spark_nodes has no hosts" in errors[0]
