@@ -2,8 +2,8 @@
 # Build the twin's images locally (no registry is reachable):
 #   base    debootstrap'ed Debian bookworm with python3 and network tools
 #   node    a simulated DGX Spark: base + cron, sshd, flock, rsync, curl, dockerd
-#   engine  the SGLang stand-in (twin/engine/build.sh), default version and the
-#           unchecked-hash .pyc variant
+#   engine  the SGLang stand-in (twin/engine/build.sh): 0.5.9, its unchecked-hash
+#           .pyc variant, and 0.5.12
 # Each image carries a label with the hash of its inputs and is rebuilt only when
 # they change. Usage: build.sh [base|node|engine|all]...
 set -euo pipefail
@@ -78,6 +78,8 @@ build_node() {
 build_engine() {
   "$root/twin/engine/build.sh"
   "$root/twin/engine/build.sh" --pyc-mode unchecked-hash
+  # A newer release, whose patch anchors sit elsewhere: a new image pin on the twin.
+  "$root/twin/engine/build.sh" --version 0.5.12
 }
 
 targets=("$@")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import re
 import shlex
 import subprocess
 
 import pytest
+from seed_recipes import QWEN38_TP4_LAUNCH, SRT
 from twin_verify import (
     LAUNCHER,
     curl,
@@ -24,45 +27,6 @@ HEAD = NAMES[0]
 KEY = NODES[HEAD]["sglang_api_key"]
 EXPECTED_GID = {0: 7, 1: 7, 2: 5, 3: 5}  # the seed's layout (Pitfall 2)
 
-# The seed's launch of rank R (field report 002, section 6), as argv.
-SEED_DOCKER = """
-docker run --rm --name qwen38-tp4-r{rank} --gpus all
-  --memory 100g --memory-swap 100g --shm-size 16g
-  --network host --ipc=host --cap-add IPC_LOCK --device /dev/infiniband
-  -e HF_ENDPOINT=https://hf-mirror.com -e HF_HUB_DISABLE_XET=1
-  -e PYTHONDONTWRITEBYTECODE=1
-  -e NCCL_IB_HCA=rocep1s0f0 -e NCCL_SOCKET_IFNAME=enP7s7
-  -e NCCL_IB_ROCE_VERSION_NUM=2 -e NCCL_IB_ADDR_RANGE=10.0.30.0/24
-  -e NCCL_IB_GID_INDEX={gid} -e NCCL_DEBUG=INFO
-  -e MASTER_ADDR=10.0.30.1 -e MASTER_PORT=23000
-  -v /home/tiger/.config/qwen38/sglang-cache:/cache
-  -v /home/tiger/.cache/huggingface:/root/.cache/huggingface
-  -v /home/tiger/.config/qwen38:/out
-  -v /home/tiger/models:/home/tiger/models
-  -v /home/tiger/sglang-patch/tokenizer_manager.py:{srt}/managers/tokenizer_manager.py
-  -v /home/tiger/sglang-patch/watchdog.py:{srt}/utils/watchdog.py
-  qwen38-dflash2:v1.2.2
-  python3 -m sglang.launch_server
-    --trust-remote-code --model-path /home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead
-    --tp-size 4 --nnodes 4 --node-rank {rank}
-    --dist-init-addr 10.0.30.1:23000
-    --served-model-name qwen3.8-27b
-    --mem-fraction-static 0.50
-    --attention-backend flashinfer --chunked-prefill-size 8192 --kv-cache-dtype fp8_e4m3
-    --disable-prefill-cuda-graph --cuda-graph-max-bs 8
-    --disable-flashinfer-autotune
-    --speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.8-27B-DFlash2
-    --speculative-draft-model-revision 50307d4c4cde6860d4eee73e2547cd786fe8e8a4
-    --speculative-num-draft-tokens 8 --speculative-draft-model-quantization unquant
-    --mamba-radix-cache-strategy extra_buffer --mamba-ssm-dtype bfloat16
-    --max-mamba-cache-size 96 --max-running-requests 8
-    --enable-torch-compile --torch-compile-max-bs 4
-    --num-continuous-decode-steps 2 --watchdog-timeout 120
-    --reasoning-parser qwen3 --tool-call-parser qwen3_coder
-    --chat-template /out/chat-template-sglang.jinja
-    --host 0.0.0.0 --port 8081
-"""
-SRT = "/sgl-workspace/sglang/python/sglang/srt"
 PATCHED = {
     "/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py",
     "/sgl-workspace/sglang/python/sglang/srt/utils/watchdog.py",
@@ -77,7 +41,7 @@ SHADOWING_PYCS = [
 def expected_launch(rank):
     """The seed's launch with the collection's deliberate changes and the twin's overrides."""
     opts, _image, command = split_docker_run(
-        shlex.split(SEED_DOCKER.format(rank=rank, gid=EXPECTED_GID[rank], srt=SRT))
+        shlex.split(QWEN38_TP4_LAUNCH.format(rank=rank, gid=EXPECTED_GID[rank], srt=SRT))
     )
     # The collection: no --rm (the engine's log and exit state survive; the launcher
     # removes a leftover itself), detached, labelled with its config hash, secrets
@@ -256,3 +220,47 @@ def test_a_short_request_returns_text_instead_of_wedging_the_cluster():
     # Every rank is still up.
     for name in NAMES:
         assert node(name).check_output(f"{LAUNCHER} status") == "running current"
+
+
+def test_status_report_shows_every_node_and_a_healthy_head():
+    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+    result = subprocess.run(
+        [
+            os.path.join(repo, ".venv", "bin", "ansible-playbook"),
+            "-i",
+            os.path.join(repo, "inventory", "sim"),
+            "--vault-password-file",
+            os.path.join(repo, "twin", "vault-password"),
+            os.path.join(repo, "playbooks", "status.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            **os.environ,
+            "ANSIBLE_CONFIG": os.path.join(repo, "ansible.cfg"),
+            "ANSIBLE_NOCOLOR": "1",
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "changed=1" not in result.stdout
+    rows = {
+        line.split()[0]: line.split()
+        for line in result.stdout.splitlines()
+        if re.match(r"\s*spark-\d+\s+\d+\s", line)
+    }
+    for name in NAMES:
+        rank = NODES[name]["spark_rank"]
+        row = rows[name]
+        # host, rank, mgmt IP, NIC, MTU, GID recorded, GID now, engine state
+        assert row[1:9] == [
+            str(rank),
+            NODES[name]["ansible_host"],
+            "enp1s0f0np0",
+            "9000",
+            str(EXPECTED_GID[rank]),
+            str(EXPECTED_GID[rank]),
+            "running",
+            "current",
+        ]
+    assert "API 0.0.0.0:8081 on spark-1: healthy, serving qwen3.8-27b" in result.stdout

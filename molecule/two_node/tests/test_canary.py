@@ -39,10 +39,17 @@ def test_profile_a_runs_graphs_off_without_speculation():
     assert "TORCH_CUDA_ARCH_LIST=12.1a" in env
 
 
-def test_each_node_pins_its_own_gid_index():
+def test_auto_gid_mode_leaves_the_index_to_nccl_and_nccl_finds_each_nodes_own():
     for name, index in ((HEAD, 3), (WORKER, 5)):
         opts, _image, _command = split_docker_run(launch_argv(node(name)))
-        assert ("-e", f"NCCL_IB_GID_INDEX={index}") in opts
+        env = [v for o, v in opts if o == "-e"]
+        # Never an empty NCCL_IB_GID_INDEX (NCCL reads it as 0): none at all.
+        assert not [e for e in env if e.startswith("NCCL_IB_GID_INDEX")]
+        assert "NCCL_IB_ADDR_RANGE=10.0.30.0/24" in env
+        assert "NCCL_IB_ROCE_VERSION_NUM=2" in env
+        rank = NODES[name]["spark_rank"]
+        log = node(name).check_output(f"docker logs ds4f-canary-r{rank} 2>&1")
+        assert f"GID index {index} = {NODES[name]['roce_ipv4']} (RoCE v2" in log
 
 
 def test_smokes_pass_on_the_head():

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 
 import pytest
 import yaml
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from seed_recipes import QWEN38_TP4_LAUNCH, SRT
 
 PRESETS = os.path.join(
     os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang", "files", "presets"
@@ -30,27 +34,10 @@ def preset(name):
     return data
 
 
-# Seed 002, section 6: the flags after `python3 -m sglang.launch_server` for rank 2.
-SEED_QWEN_RANK2 = shlex.split("""
-    --trust-remote-code --model-path /home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead
-    --tp-size 4 --nnodes 4 --node-rank 2
-    --dist-init-addr 10.0.30.1:23000
-    --served-model-name qwen3.8-27b
-    --mem-fraction-static 0.50
-    --attention-backend flashinfer --chunked-prefill-size 8192 --kv-cache-dtype fp8_e4m3
-    --disable-prefill-cuda-graph --cuda-graph-max-bs 8
-    --disable-flashinfer-autotune
-    --speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.8-27B-DFlash2
-    --speculative-draft-model-revision 50307d4c4cde6860d4eee73e2547cd786fe8e8a4
-    --speculative-num-draft-tokens 8 --speculative-draft-model-quantization unquant
-    --mamba-radix-cache-strategy extra_buffer --mamba-ssm-dtype bfloat16
-    --max-mamba-cache-size 96 --max-running-requests 8
-    --enable-torch-compile --torch-compile-max-bs 4
-    --num-continuous-decode-steps 2 --watchdog-timeout 120
-    --reasoning-parser qwen3 --tool-call-parser qwen3_coder
-    --chat-template /out/chat-template-sglang.jinja
-    --host 0.0.0.0 --port 8081
-""")
+# Seed 002, section 6: the flags after `python3 -m sglang.launch_server`, rank 2.
+SEED_QWEN_RANK2 = shlex.split(
+    QWEN38_TP4_LAUNCH.format(rank=2, gid=5, srt=SRT).split("sglang.launch_server", 1)[1]
+)
 
 
 def test_qwen_preset_renders_the_seed_flags_in_the_seed_order():
