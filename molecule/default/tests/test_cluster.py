@@ -240,13 +240,15 @@ def test_status_report_shows_every_node_and_a_healthy_head():
             **os.environ,
             "ANSIBLE_CONFIG": os.path.join(repo, "ansible.cfg"),
             "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
         },
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "changed=1" not in result.stdout
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
     rows = {
         line.split()[0]: line.split()
-        for line in result.stdout.splitlines()
+        for line in plain.splitlines()
         if re.match(r"\s*spark-\d+\s+\d+\s", line)
     }
     for name in NAMES:
@@ -263,4 +265,4 @@ def test_status_report_shows_every_node_and_a_healthy_head():
             "running",
             "current",
         ]
-    assert "API 0.0.0.0:8081 on spark-1: healthy, serving qwen3.8-27b" in result.stdout
+    assert "API 0.0.0.0:8081 on spark-1: healthy, serving qwen3.8-27b" in plain
