@@ -12,8 +12,12 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     container_args,
     container_volumes,
     nccl_env,
+    python_command,
     server_args,
-    speculative_window,
+)
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import (
+    ProfileError,
+    resolve,
 )
 
 
@@ -47,9 +51,17 @@ def sglang_nccl_env(
         raise AnsibleFilterError(f"sglang_nccl_env: {exc}") from exc
 
 
-def sglang_speculative_window(engine):
-    """Tokens one speculative step may take (0 when speculation is off)."""
-    return speculative_window(engine)
+def sglang_python_command(engine, api_key_set=False):
+    """Interpreter and entry of the engine command (the API-key shim when a key is set)."""
+    return python_command(engine, bool(api_key_set))
+
+
+def sglang_profile_resolve(preset, base=None, overrides=None, name="preset"):
+    """A preset, the one preset it builds on, then sglang_profile_overrides."""
+    try:
+        return resolve(preset, base, overrides, name)
+    except ProfileError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 class FilterModule:
@@ -59,5 +71,6 @@ class FilterModule:
             "sglang_container_args": sglang_container_args,
             "sglang_container_volumes": sglang_container_volumes,
             "sglang_nccl_env": sglang_nccl_env,
-            "sglang_speculative_window": sglang_speculative_window,
+            "sglang_python_command": sglang_python_command,
+            "sglang_profile_resolve": sglang_profile_resolve,
         }

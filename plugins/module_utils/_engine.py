@@ -62,6 +62,19 @@ API_KEY_SHIM = (
 )
 
 
+def python_command(profile, api_key_set=False):
+    """The interpreter part of the engine command.
+
+    ``--check-hash-based-pycs always`` makes the server process re-validate
+    hash-based bytecode against the mounted (patched) sources. With an API key the
+    entry is the shim above, so the key never appears on a command line.
+    """
+    command = [str(profile.get("python") or "python3"), "--check-hash-based-pycs", "always"]
+    if api_key_set:
+        return [*command, "-c", API_KEY_SHIM]
+    return [*command, "-m", "sglang.launch_server"]
+
+
 def _lookup(profile, dotted):
     value = profile
     for part in dotted.split("."):

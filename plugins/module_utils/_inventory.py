@@ -13,6 +13,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import speculative_window
+
 CLUSTER_WIDE = (
     "spark_mgmt_subnet",
     "roce_subnet",
@@ -77,7 +79,7 @@ def _rank(value):
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if value >= 0 else None
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
@@ -398,7 +400,7 @@ def _check_engine(host, engine, node_count, api_key_set, report):
             f"is {algorithm}, which DeepSeek-V4 does not accept",
             "use EAGLE (what 'MTP'/NextN means for DSV4) or DSPARK, or none",
         )
-    window = _spec_window(spec)
+    window = speculative_window(engine)
     clamped = any("max_tokens_clamp" in (p.get("apply") or []) for p in engine.get("patches") or [])
     floor = _rank(engine.get("min_new_tokens")) or 0
     if window and not clamped:
@@ -435,16 +437,6 @@ def _check_engine(host, engine, node_count, api_key_set, report):
             "ANYONE ON THAT NETWORK CAN USE THE MODEL; "
             "set a vaulted sglang_api_key or bind 127.0.0.1",
         )
-
-
-def _spec_window(spec):
-    if not spec.get("algorithm"):
-        return 0
-    sizes = [_rank(spec.get("num_draft_tokens")), _rank(spec.get("dspark_block_size"))]
-    steps = _rank(spec.get("num_steps"))
-    if steps:
-        sizes.append(steps + 1)
-    return max([s for s in sizes if s] or [0])
 
 
 def _loopback(host):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-import time
 
 import pytest
 import yaml
@@ -61,15 +60,13 @@ def run_validate(inventory):
         ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
         ANSIBLE_NOCOLOR="1",
     )
-    start = time.monotonic()
-    result = subprocess.run(
+    return subprocess.run(
         [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", inventory, PLAYBOOK],
         capture_output=True,
         text=True,
         env=env,
         check=False,
     )
-    return result, time.monotonic() - start
 
 
 def mutate(hosts=None, group=None, host_extra=None):
@@ -217,20 +214,19 @@ CASES = {
 def test_bad_inventory_fails_offline_with_its_message(case, tmp_path):
     (hosts, group, host_extra), expected = CASES[case]
     write_inventory(str(tmp_path), hosts, group, host_extra)
-    result, took = run_validate(str(tmp_path))
+    result = run_validate(str(tmp_path))
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     for text in expected:
         assert text in output, f"{case}: {text!r} not in output:\n{output}"
     assert "UNREACHABLE" not in output, output
     assert "unreachable=1" not in output
-    assert took < 20
 
 
 def test_good_inventory_passes_offline(tmp_path):
     hosts, group, host_extra = mutate()
     write_inventory(str(tmp_path), hosts, group, host_extra)
-    result = run_validate(str(tmp_path))[0]
+    result = run_validate(str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "unreachable=0" in result.stdout
     assert "failed=0" in result.stdout
@@ -239,6 +235,6 @@ def test_good_inventory_passes_offline(tmp_path):
 def test_open_api_without_key_is_a_loud_warning(tmp_path):
     hosts, group, host_extra = mutate(group={"sglang_api_key": ""})
     write_inventory(str(tmp_path), hosts, group, host_extra)
-    result = run_validate(str(tmp_path))[0]
+    result = run_validate(str(tmp_path))
     assert result.returncode == 0
     assert "ANYONE ON THAT NETWORK CAN USE THE MODEL" in result.stdout + result.stderr

@@ -21,6 +21,12 @@ Layout items (comma separated), each one pair of slots:
     empty           two empty slots
     addrs           every IPv4 currently on the netdev, in kernel order
 
+With --present-only an ipv4 item whose address is not on the netdev becomes an
+empty pair, as the kernel keeps no GID for an address that is not configured;
+sparksim-init re-runs it whenever the NIC's addresses change. The layout used is
+saved beside the table (<root>/.<hca>.layout); --prefer-saved reuses it, so a
+layout changed later (a simulated NIC swap) survives address changes.
+
 The table is replaced atomically (built beside the target, then renamed).
 """
 
@@ -69,7 +75,7 @@ def netdev_info(netdev):
     return info.get("address", "00:00:00:00:00:00"), ipv4
 
 
-def expand(layout, netdev, mac=None, ipv4=None):
+def expand(layout, netdev, mac=None, ipv4=None, present_only=False):
     """Layout items -> list of addresses (None for an empty pair)."""
     if mac is None or ipv4 is None:
         mac, ipv4 = netdev_info(netdev)
@@ -81,6 +87,8 @@ def expand(layout, netdev, mac=None, ipv4=None):
             out.append(None)
         elif item == "addrs":
             out.extend(ipv4)
+        elif item.startswith("ipv4:") and present_only and item[5:] not in ipv4:
+            out.append(None)
         elif item.startswith(("ipv4:", "ipv6:")):
             out.append(item.split(":", 1)[1])
         else:
@@ -138,9 +146,19 @@ def main(argv=None):
     parser.add_argument("--netdev", required=True)
     parser.add_argument("--layout", default="link-local,addrs")
     parser.add_argument("--slots", type=int, default=16)
+    parser.add_argument("--present-only", action="store_true", help="skip IPv4s not on the netdev")
+    parser.add_argument("--prefer-saved", action="store_true", help="reuse the layout last written")
     args = parser.parse_args(argv)
-    addresses = expand(args.layout, args.netdev)
+    saved = os.path.join(args.root, f".{args.hca}.layout")
+    layout = args.layout
+    if args.prefer_saved and os.path.exists(saved):
+        with open(saved, encoding="ascii") as handle:
+            layout = handle.read().strip() or layout
+    addresses = expand(layout, args.netdev, present_only=args.present_only)
     entries = write_table(args.root, args.hca, args.port, args.netdev, addresses, args.slots)
+    with open(saved + ".tmp", "w", encoding="ascii") as handle:
+        handle.write(layout + "\n")
+    os.replace(saved + ".tmp", saved)
     for index, (address, kind) in enumerate(entries):
         if address:  # empty slots hold the zero GID, which show_gids does not print
             gid = gid_text(address)

@@ -53,6 +53,9 @@ def expected_launch(rank):
         ("-d", None),
         ("--label", f"sparkfleet.rank={rank}"),
         ("--env-file", "/etc/sparkfleet/sglang.env"),
+        # ... and docker's own copy of the log bounded.
+        ("--log-opt", "max-size=100m"),
+        ("--log-opt", "max-file=3"),
     ]
     opts += [("-v", f"/var/lib/sparkfleet/sglang-patches/live{p}:{p}:ro") for p in sorted(PATCHED)]
     # ... and the image's bytecode of those files masked, so no process runs stale code.
@@ -129,9 +132,10 @@ def test_launch_matches_the_seed_recipe_flag_for_flag(name):
     want_opts, want_image, want_flags = expected_launch(rank)
     name_opt = ("--name", f"qwen38-tp4-r{rank}")
     assert name_opt in opts
-    config_labels = [v for o, v in opts if o == "--label" and v.startswith("sparkfleet.config=")]
-    assert len(config_labels) == 1
-    got = sorted((o, v) for o, v in opts if not (v or "").startswith("sparkfleet.config="))
+    for label in ("sparkfleet.config=", "sparkfleet.image-id=sha256:"):
+        assert len([v for o, v in opts if o == "--label" and v.startswith(label)]) == 1, label
+    derived = ("sparkfleet.config=", "sparkfleet.image-id=")
+    got = sorted((o, v) for o, v in opts if not (v or "").startswith(derived))
     assert got == sorted(want_opts)
     assert image == want_image
     assert command[:3] == ["python3", "--check-hash-based-pycs", "always"]
@@ -154,6 +158,12 @@ def test_launch_script_is_strict_and_holds_no_secret(name):
     assert KEY not in host.check_output(
         "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true"
     )
+    # SGLang prints its server_args, key included; the kept log has it masked.
+    rank = NODES[name]["spark_rank"]
+    log = host.file(f"/var/log/sparkfleet/qwen38-tp4-r{rank}.log").content_string
+    assert "api_key='***'" in log
+    assert KEY not in log
+    assert host.file("/var/log/sparkfleet").mode == 0o750
 
 
 def test_launch_script_passes_shellcheck():
@@ -244,7 +254,9 @@ def test_status_report_shows_every_node_and_a_healthy_head():
         },
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "changed=1" not in result.stdout
+    recaps = [line for line in result.stdout.splitlines() if " : ok=" in line]
+    assert len(recaps) == len(NAMES)
+    assert all(" changed=0 " in line for line in recaps), recaps
     plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
     rows = {
         line.split()[0]: line.split()

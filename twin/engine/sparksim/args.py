@@ -287,6 +287,6 @@ def log_prefix(args):
 
 
 def as_dict(args):
-    """All arguments, keys redacted (for logs and /get_server_info)."""
+    """All arguments, keys redacted (for /get_server_info)."""
     secret = ("api_key", "admin_api_key")
     return {k: ("<redacted>" if k in secret and v else v) for k, v in sorted(vars(args).items())}

@@ -120,7 +120,9 @@ def main(argv=None):
     tm_module = upstream.load_tokenizer_manager()
     signal.signal(signal.SIGQUIT, launch_phase_sigquit_handler)
     signal.signal(signal.SIGTERM, _sigterm)
-    fields = ", ".join(f"{k}={v!r}" for k, v in argmod.as_dict(args).items())
+    # Upstream (0.5.9 launch path) logs the dataclass repr, API key included; the
+    # stand-in does the same so that the launcher's log masking is put to the test.
+    fields = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
     logger.info(f"server_args=ServerArgs({fields})")
 
     ctx = multiprocessing.get_context("spawn")

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 from seed_recipes import QWEN38_TP4_LAUNCH, SRT
@@ -22,16 +22,8 @@ PRESETS = os.path.join(
 def preset(name):
     with open(os.path.join(PRESETS, f"{name}.yml"), encoding="utf-8") as handle:
         data = yaml.safe_load(handle)
-    base = data.pop("base", None)
-    if base:
-        merged = preset(base)
-        for key, value in data.items():
-            if isinstance(value, dict):
-                merged[key] = {**merged.get(key, {}), **value}
-            else:
-                merged[key] = value
-        return merged
-    return data
+    base = preset(data["base"]) if "base" in data else None
+    return _profile.resolve(data, base)
 
 
 # Seed 002, section 6: the flags after `python3 -m sglang.launch_server`, rank 2.
@@ -171,3 +163,15 @@ def test_nccl_env_never_emits_an_empty_gid_index(index):
 def test_nccl_env_rejects_an_unknown_mode():
     with pytest.raises(ValueError, match="unknown gid_mode"):
         _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "h", "10.0.30.0/24", "guess", 3)
+
+
+@pytest.mark.parametrize(("key", "shim"), [(False, False), (True, True)])
+def test_python_command_hides_the_api_key_behind_the_shim(key, shim):
+    command = _engine.python_command({"python": "python3"}, key)
+    assert command[:3] == ["python3", "--check-hash-based-pycs", "always"]
+    if shim:
+        assert command[3] == "-c"
+        assert "os.environ.pop('SGLANG_API_KEY')" in command[4]
+        assert "run_module('sglang.launch_server'" in command[4]
+    else:
+        assert command[3:] == ["-m", "sglang.launch_server"]
