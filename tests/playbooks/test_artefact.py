@@ -174,3 +174,78 @@ def test_requires_ansible_admits_the_running_and_newer_releases():
     # an upper bound must be a measured incompatibility, written down here when it exists
     assert Version(f"{major}.{minor + 1}.0") in spec
     assert Version(f"{major}.{minor + 3}.0") in spec
+
+
+def readme_blocks():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    start = text.index("## Quickstart on a real cluster")
+    end = text.index("\n## ", start + 10)
+    return re.findall(r"```(\w+)\n(.*?)```", text[start:end], re.S)
+
+
+def test_the_readme_quickstart_works_on_a_copied_inventory(artefact):
+    """Steps 3-5 of the README quickstart, as written, on the installed collection.
+
+    Only what needs a person is replaced: the editor, the vault password prompt (a
+    password file) and the home directory (a temporary one). validate connects to no node.
+    """
+    blocks = readme_blocks()
+    home = artefact["root"] / "home"
+    installed = artefact["install"] / "ansible_collections" / "sparkfleet" / "serving"
+    cluster = home / "clusters" / "mycluster"
+    password = artefact["root"] / "vault-pass"
+    password.write_text("quickstart\n", encoding="utf-8")
+    env = dict(artefact["env"], HOME=str(home), EDITOR="true")
+
+    def sh(script, cwd):
+        script = script.replace(
+            "~/.ansible/collections/ansible_collections/sparkfleet/serving", str(installed)
+        )
+        script = script.replace("~/", f"{home}/").replace(
+            "--ask-vault-pass", f"--vault-password-file {password}"
+        )
+        script = re.sub(
+            r"^ansible-vault (\w+) ",
+            rf"ansible-vault \1 --vault-password-file {password} ",
+            script,
+            flags=re.M,
+        )
+        script = re.sub(r"^ansible-galaxy collection install .*$", "", script, flags=re.M)
+        return run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd, dict(env, PATH=f"{BIN}:{env['PATH']}")
+        )
+
+    (home / "clusters").mkdir(parents=True)
+    install_block = next(b for lang, b in blocks if lang == "sh" and "cp -r" in b)
+    sh(install_block, home)
+    assert (cluster / "hosts.yml").is_file()
+
+    # the one-line data_dir override and the site profile file, as the README gives them
+    override = next(b for lang, b in blocks if lang == "yaml" and "data_dir:" in b)
+    profile_block = next(b for lang, b in blocks if lang == "yaml" and "base:" in b)
+    (cluster / "profiles").mkdir()
+    (cluster / "profiles" / "mymodel.yml").write_text(profile_block, encoding="utf-8")
+    cluster_yml = cluster / "group_vars" / "spark_nodes" / "cluster.yml"
+    settings = yaml.safe_load(cluster_yml.read_text(encoding="utf-8"))
+    settings.update(yaml.safe_load(override))
+    settings["sglang_profile"] = "{{ inventory_dir }}/profiles/mymodel.yml"
+    cluster_yml.write_text(yaml.safe_dump(settings), encoding="utf-8")
+
+    secrets_block = next(b for lang, b in blocks if lang == "sh" and "ansible-vault encrypt" in b)
+    sh(secrets_block, cluster)
+    secrets = (cluster / "group_vars" / "spark_nodes" / "secrets.yml").read_text(encoding="utf-8")
+    assert secrets.startswith("$ANSIBLE_VAULT;"), secrets
+    assert "a-long-random-key" not in secrets
+
+    run_block = next(b for lang, b in blocks if lang == "sh" and "sparkfleet.serving.validate" in b)
+    validate = next(
+        line for line in run_block.splitlines() if "sparkfleet.serving.validate" in line
+    )
+    proc = sh(validate.split("#")[0], home)
+    assert "failed=0" in proc.stdout and "unreachable=0" in proc.stdout, proc.stdout
+    # the vaulted key was read: no warning about an open API without one
+    assert "ANYONE ON THAT NETWORK" not in proc.stdout + proc.stderr
+    site = next(line for line in run_block.splitlines() if "sparkfleet.serving.site" in line)
+    proc = sh(site.split("#")[0] + " --list-tasks --tags launch", home)
+    assert "sglang_node : Derive this rank's launch inputs" in proc.stdout
