@@ -144,5 +144,6 @@ def test_a_site_profile_file_builds_on_a_preset(tmp_path):
     assert profile["model_path"].startswith("/srv/ai/models/")
     assert profile["tp_size"] == 4
     site.write_text(yaml.safe_dump({"base": "qwen38_27b_tp4_dflash2", "prot": 1}), encoding="utf-8")
-    problems, _ = _profile.check_settings(str(site), {}, NAMES, FIELDS, read_preset)
-    assert problems and "prot is not a profile field (did you mean port?)" in problems[0][1]
+    problems, profile = _profile.check_settings(str(site), {}, NAMES, FIELDS, read_preset)
+    assert profile is None
+    assert "prot is not a profile field (did you mean port?)" in problems[0][1]
