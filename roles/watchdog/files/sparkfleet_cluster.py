@@ -1,9 +1,9 @@
-#!/usr/bin/python3
 # Copyright: sparkfleet maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Cluster control and self-healing watchdog of one sparkfleet SGLang cluster.
 
-Installed on the head (rank 0) by the role sparkfleet.serving.watchdog, twice:
+Installed on the head (rank 0) by the role sparkfleet.serving.watchdog, with two
+wrappers that run it as `python3 sparkfleet_cluster.py cluster|watchdog ARGS`:
 
   sparkfleet-cluster status|check|restart|stop|start
       The one ordered restart of the cluster: check that every rank can start
@@ -653,12 +653,14 @@ def _first_line(path):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    prog = os.path.basename(sys.argv[0])
+    if not argv or argv[0] not in ("cluster", "watchdog"):
+        sys.stderr.write("usage: sparkfleet_cluster.py cluster|watchdog ARGS\n")
+        return 2
     with open(CONFIG, encoding="utf-8") as fh:
         cfg = json.load(fh)
-    if "watchdog" in prog:
-        return watchdog_main(cfg, argv)
-    return cluster_main(cfg, argv)
+    if argv[0] == "watchdog":
+        return watchdog_main(cfg, argv[1:])
+    return cluster_main(cfg, argv[1:])
 
 
 def cluster_main(cfg, argv):
