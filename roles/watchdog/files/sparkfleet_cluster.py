@@ -100,15 +100,13 @@ def classify(obs, grace_s, now):
         return "stopped", "deliberately stopped on {} (sparkfleet-sglang stop); left alone".format(
             ", ".join(stopped)
         )
-    if head["state"] in GONE:
-        return CRASH, "head {} engine is {}".format(head["host"], head["state"])
     gone = [
-        "{} (rank {}) is {}".format(w["host"], w["rank"], w["state"])
-        for w in obs["workers"]
-        if w["state"] in GONE
+        f"{r['host']} (rank {r.get('rank', 0)}) is {r['state']}"
+        for r in ranks
+        if r["state"] in GONE
     ]
     if gone:
-        return CRASH, "worker " + ", ".join(gone)
+        return CRASH, "engine gone: " + ", ".join(gone)
     lost = [
         "{} ({})".format(w["host"], w["state"])
         for w in obs["workers"]

@@ -30,8 +30,13 @@ def obs(head="running current", health=200, age=1000, workers=("running current"
     [
         (obs(), "healthy", "200"),
         (obs(head="running stale"), "healthy", "200"),
-        (obs(head="exited", health=0), "crash", "head spark-1 engine is exited"),
-        (obs(head="absent", health=0), "crash", "is absent"),
+        (obs(head="exited", health=0), "crash", "engine gone: spark-1 (rank 0) is exited"),
+        (obs(head="absent", health=0), "crash", "spark-1 (rank 0) is absent"),
+        (
+            obs(head="exited", health=0, workers=("running current", "exited", "running current")),
+            "crash",
+            "spark-1 (rank 0) is exited, spark-3 (rank 2) is exited",
+        ),
         (
             obs(workers=("running current", "exited", "running current")),
             "crash",
