@@ -37,7 +37,8 @@ def markdown(report):
         f"{sum(fig['single_stream'][t]['prompts'] for t in types)} prompts "
         f"({' / '.join(types)}), time to first token excluded. By content type:",
         "",
-        "| content | prompts | decode tok/s median | range (min-max) | TTFT p50 ms | ITL p50 ms | ITL p99 ms |",
+        "| content | prompts | decode tok/s median | range (min-max) | TTFT p50 ms | "
+        "ITL p50 ms | ITL p99 ms |",
         "|---|---:|---:|---|---:|---:|---:|",
     ]
     for t in types:
@@ -61,13 +62,15 @@ def markdown(report):
         ttft = c["ttft_ms"] or {}
         itl = c["itl_ms"] or {}
         lines.append(
-            f"| C{level} | {c['rounds']} | {fmt(agg.get('median'))} | {span(c['aggregate_tok_s'])} | "
+            f"| C{level} | {c['rounds']} | {fmt(agg.get('median'))} | "
+            f"{span(c['aggregate_tok_s'])} | "
             f"{fmt(c['per_request_decode_tok_s']['median'])} | "
             f"{fmt(ttft.get('p50'))} / {fmt(ttft.get('p90'))} / {fmt(ttft.get('p99'))} | "
             f"{fmt(itl.get('p50'), 2)} / {fmt(itl.get('p90'), 2)} / {fmt(itl.get('p99'), 2)} |"
         )
     patches = ", ".join(
-        f"{os.path.basename(p['file'])} {str(p.get('dest_sha256'))[:12]}" for p in run.get("patches") or []
+        f"{os.path.basename(p['file'])} {str(p.get('dest_sha256'))[:12]}"
+        for p in run.get("patches") or []
     )
     lines += [
         "",
@@ -75,7 +78,8 @@ def markdown(report):
         f"{fig['tool']['version']} on {run['head']} against {settings['base_url']}; "
         f"max_tokens {settings['max_tokens']}, seed {settings['seed']}, "
         f"{settings['per_type']} prompts per type, {settings['rounds']} rounds per level. "
-        f"Image {run['image']} ({str(run.get('image_id'))[:19]}), launch {run.get('config_hash') or 'n/a'}, "
+        f"Image {run['image']} ({str(run.get('image_id'))[:19]}), "
+        f"launch {run.get('config_hash') or 'n/a'}, "
         f"patches: {patches or 'none recorded'}.",
         "",
     ]
@@ -89,7 +93,9 @@ def chart(report, path):
     import matplotlib.pyplot as plt
 
     fig, run = report["figures"], report["run"]
-    types = [t for t in fig["settings"]["types"] if fig["single_stream"].get(t, {}).get("decode_tok_s")]
+    types = [
+        t for t in fig["settings"]["types"] if fig["single_stream"].get(t, {}).get("decode_tok_s")
+    ]
     levels = [lvl for lvl, c in fig["concurrency"].items() if c["aggregate_tok_s"]]
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     medians = [fig["single_stream"][t]["decode_tok_s"]["median"] for t in types]
@@ -115,7 +121,9 @@ def chart(report, path):
     right.set_title("Aggregate decode vs concurrency")
     right.set_ylabel("tok/s (median, min-max)")
     right.set_ylim(bottom=0)
-    figure.suptitle(f"{run['served_model_name']} · {run['profile']} · {run['nodes']} nodes · {fig['started']}")
+    figure.suptitle(
+        f"{run['served_model_name']} · {run['profile']} · {run['nodes']} nodes · {fig['started']}"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

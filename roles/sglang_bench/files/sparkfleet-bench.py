@@ -45,7 +45,9 @@ def parse_args(argv=None):
     p.add_argument("--api-key-file", help="file holding the API key (empty file: no key)")
     p.add_argument("--prompts", required=True, help="JSON: {content_type: [prompt, ...]}")
     p.add_argument("--types", default="code,reasoning,math,prose")
-    p.add_argument("--per-type", type=int, default=5, help="prompts per content type (single stream)")
+    p.add_argument(
+        "--per-type", type=int, default=5, help="prompts per content type (single stream)"
+    )
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--concurrency", default="4,8,16")
@@ -125,7 +127,9 @@ class Bench:
         types = [t for t in args.types.split(",") if t]
         missing = [t for t in types if len(self.prompts.get(t, [])) < 1]
         if missing:
-            raise SystemExit(f"no prompts for content type(s) {', '.join(missing)} in {args.prompts}")
+            raise SystemExit(
+                f"no prompts for content type(s) {', '.join(missing)} in {args.prompts}"
+            )
         timeout = aiohttp.ClientTimeout(total=args.timeout)
         out = {"single_stream": {}, "concurrency": {}}
         async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -159,7 +163,10 @@ class Bench:
                 for r in range(args.rounds):
                     batch = [rng.choice(mixed) for _ in range(level)]
                     results = await asyncio.gather(
-                        *(self.one(session, p, f"c{level} round {r} request {i}") for i, p in enumerate(batch))
+                        *(
+                            self.one(session, p, f"c{level} round {r} request {i}")
+                            for i, p in enumerate(batch)
+                        )
                     )
                     ok = [x for x in results if x is not None]
                     if not ok:
@@ -171,10 +178,14 @@ class Bench:
                     rounds.append(
                         {
                             "requests": len(ok),
-                            "aggregate_tok_s": round(tokens / (last - first), 3) if last > first else None,
+                            "aggregate_tok_s": round(tokens / (last - first), 3)
+                            if last > first
+                            else None,
                             "ttft_ms": [f["ttft_ms"] for f in figs if f["ttft_ms"] is not None],
                             "itl_ms": [x for f in figs for x in f["itl_ms"]],
-                            "per_request_decode_tok_s": [f["decode_tok_s"] for f in figs if f["decode_tok_s"]],
+                            "per_request_decode_tok_s": [
+                                f["decode_tok_s"] for f in figs if f["decode_tok_s"]
+                            ],
                         }
                     )
                 agg = [r["aggregate_tok_s"] for r in rounds if r["aggregate_tok_s"]]
@@ -198,7 +209,11 @@ def main(argv=None):
     started = time.time()
     figures = asyncio.run(bench.run())
     report = {
-        "tool": {"name": "llama-benchy", "version": llama_benchy_version, "driver": "sparkfleet-bench"},
+        "tool": {
+            "name": "llama-benchy",
+            "version": llama_benchy_version,
+            "driver": "sparkfleet-bench",
+        },
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "duration_s": round(time.time() - started, 2),
         "settings": {
