@@ -73,6 +73,7 @@ class Context:
     out_dir: str
     logs_dir: str
     failures: list = field(default_factory=list)
+    last_cpu: float = 0.0
 
     @staticmethod
     def skip(reason):
@@ -104,8 +105,15 @@ class Context:
         )
         full_env.update(env or {})
         start = time.monotonic()
+        cpu0 = os.times()
         proc = subprocess.run(cmd, cwd=ROOT, env=full_env, capture_output=True, text=True)
         wall = time.monotonic() - start
+        cpu1 = os.times()
+        # Controller CPU (ansible-playbook and the processes it waited for: workers,
+        # docker CLI or ssh): steadier than wall time on a shared machine.
+        self.last_cpu = (cpu1.children_user - cpu0.children_user) + (
+            cpu1.children_system - cpu0.children_system
+        )
         out = proc.stdout + proc.stderr
         with open(os.path.join(self.logs_dir, f"{name}.log"), "w", encoding="utf-8") as handle:
             handle.write(out)
@@ -150,7 +158,7 @@ def section_provisioning(ctx):
     sizes = {}
     for size in ctx.sizes:
         inv = SIZES[size]
-        cold, warm, changed, load = [], [], [], []
+        cold, warm, warm_cpu, changed, load = [], [], [], [], []
         with ctx.twin_lock(f"{size} nodes"):
             for run in range(1, ctx.runs + 1):
                 ctx.playbook(inv, "twin/playbooks/destroy.yml", f"n{size}-r{run}-destroy")
@@ -166,6 +174,7 @@ def section_provisioning(ctx):
                 if rc != 0:
                     break
                 warm.append(secs)
+                warm_cpu.append(ctx.last_cpu)
                 changed.append(sum(h["changed"] for h in recap(out).values()))
             # One more no-change run, verbose and profiled: tasks, round-trips, slowest tasks.
             counted = {}
@@ -187,6 +196,7 @@ def section_provisioning(ctx):
             "inventory": inv,
             "cold_s": spread(cold),
             "nochange_s": spread(warm),
+            "nochange_controller_cpu_s": spread(warm_cpu),
             "nochange_changed": changed,
             "load_avg_1m": load,
             **counted,
@@ -242,6 +252,7 @@ def provisioning_table(sizes, ratio, runs):
         rtt = s.get("round_trips_per_host") or {}
         lines.append(
             f"| {size} | {fmt_spread(s['cold_s'])} | {fmt_spread(s['nochange_s'])} | "
+            f"{fmt_spread(s['nochange_controller_cpu_s'])} | "
             f"{', '.join(map(str, s['nochange_changed'])) or 'n/a'} | "
             f"{max(tph.values()) if tph else 'n/a'} | "
             f"{min(rtt.values()) if rtt else 'n/a'}-{max(rtt.values()) if rtt else 'n/a'} | "
@@ -317,7 +328,7 @@ def update_readme(table):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "3")))
     p.add_argument("--sizes", default=os.environ.get("BENCH_SIZES", "2,4,8"))
     p.add_argument(

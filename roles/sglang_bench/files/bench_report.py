@@ -137,7 +137,7 @@ def write(path, text):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--out-dir", required=True)
     args = p.parse_args(argv)
     report = json.load(sys.stdin)

@@ -30,16 +30,13 @@ import statistics
 import sys
 import time
 
-import aiohttp
 import numpy as np
-from llama_benchy import __version__ as llama_benchy_version
-from llama_benchy.client import LLMClient
 
 PERCENTILES = (50, 90, 99)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, ending in /v1")
     p.add_argument("--model", required=True, help="served model name")
     p.add_argument("--api-key-file", help="file holding the API key (empty file: no key)")
@@ -79,18 +76,41 @@ def decode_tokens(res):
     return sum(1 for t in ts if t > ts[0]) if len(ts) > 1 else 0
 
 
-def request_figures(res):
+def request_figures(res, chunk_times=None):
+    """One request's figures. ITL is the gap between content chunks as they arrived
+    (as sglang.bench_serving reports it); llama-benchy's token timestamps are spread
+    evenly when the server sends no token ids, so they cannot give ITL."""
     ts = res.token_timestamps
     ttft = (res.first_token_ts - res.start_ts) * 1000.0 if res.first_token_ts else None
     n = decode_tokens(res)
     span = ts[-1] - ts[0] if len(ts) > 1 else 0.0
+    chunks = ts if chunk_times is None else chunk_times
     return {
         "tokens": res.total_tokens,
         "decode_tokens": n,
         "decode_tok_s": round(n / span, 3) if n and span > 0 else None,
         "ttft_ms": round(ttft, 3) if ttft is not None else None,
-        "itl_ms": [round((b - a) * 1000.0, 3) for a, b in zip(ts, ts[1:])],
+        "itl_ms": [round((b - a) * 1000.0, 3) for a, b in zip(chunks, chunks[1:])],
     }
+
+
+class ChunkClock:
+    """llama-benchy's progress hooks, used only to note when each content chunk came."""
+
+    def __init__(self):
+        self.times = {}
+
+    def tokens(self, *, request_id, count, snippet="", estimated=False):
+        self.times.setdefault(request_id, []).append(time.perf_counter())
+
+    def request_first_response(self, **kwargs):
+        pass
+
+    def request_first_token(self, **kwargs):
+        pass
+
+    def request_end(self, **kwargs):
+        pass
 
 
 def read_key(path):
@@ -102,6 +122,8 @@ def read_key(path):
 
 class Bench:
     def __init__(self, args, prompts):
+        from llama_benchy.client import LLMClient
+
         self.args = args
         self.prompts = prompts
         self.client = LLMClient(
@@ -111,17 +133,30 @@ class Bench:
             extra_body={"temperature": args.temperature},
         )
         self.failures = []
+        self.clock = ChunkClock()
+        self.next_id = 0
 
     async def one(self, session, prompt, label):
+        self.next_id += 1
+        rid = self.next_id
         res = await self.client.run_generation(
-            session, "", prompt, self.args.max_tokens, no_cache=False
+            session,
+            "",
+            prompt,
+            self.args.max_tokens,
+            no_cache=False,
+            progress=self.clock,
+            request_id=rid,
         )
         if res.error or not res.token_timestamps:
             self.failures.append(f"{label}: {res.error or 'no tokens streamed'}")
             return None
+        res.chunk_times = self.clock.times.pop(rid, None)
         return res
 
     async def run(self):
+        import aiohttp
+
         args = self.args
         rng = random.Random(args.seed)
         types = [t for t in args.types.split(",") if t]
@@ -144,7 +179,7 @@ class Bench:
                 for i, prompt in enumerate(chosen):
                     res = await self.one(session, prompt, f"{ctype} prompt {i}")
                     if res is not None:
-                        per_req.append(request_figures(res))
+                        per_req.append(request_figures(res, res.chunk_times))
                 speeds = [r["decode_tok_s"] for r in per_req if r["decode_tok_s"]]
                 all_decode += speeds
                 out["single_stream"][ctype] = {
@@ -174,7 +209,7 @@ class Bench:
                     first = min(x.token_timestamps[0] for x in ok)
                     last = max(x.token_timestamps[-1] for x in ok)
                     tokens = sum(decode_tokens(x) for x in ok)
-                    figs = [request_figures(x) for x in ok]
+                    figs = [request_figures(x, x.chunk_times) for x in ok]
                     rounds.append(
                         {
                             "requests": len(ok),
@@ -202,6 +237,8 @@ class Bench:
 
 
 def main(argv=None):
+    from llama_benchy import __version__ as llama_benchy_version
+
     args = parse_args(argv)
     with open(args.prompts, encoding="utf-8") as handle:
         prompts = json.load(handle)
