@@ -159,8 +159,8 @@ TASK [sparkfleet.serving.roce : Apply MTU and address live (only what differs)] 
 <spark-1> PUT /tmp/x TO /tmp/y
 <192.168.3.3> SSH: EXEC ssh -C -o ControlMaster=auto 192.168.3.3 '/bin/sh -c python3'
 PLAY RECAP *********************************************************************
-spark-1                    : ok=40   changed=0    unreachable=0    failed=0    skipped=20   rescued=0    ignored=0
-spark-2                    : ok=38   changed=1    unreachable=0    failed=0    skipped=21   rescued=0    ignored=0
+spark-1      : ok=40   changed=0    unreachable=0    failed=0    skipped=20   rescued=0
+spark-2      : ok=38   changed=1    unreachable=0    failed=0    skipped=21   rescued=0
 ===============================================================================
 sparkfleet.serving.roce : Send no-fragment jumbo pings --------------------- 1.25s
 sparkfleet.serving.sglang : Resolve the engine profile -------------------- 0.50s
