@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Controller side of bench.yml: JSON, Markdown table and PNG chart of one run.
 
 Reads {"figures": <sparkfleet-bench output>, "run": <cluster, profile, image,

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Engine benchmark, run on the head against its own OpenAI-compatible API.
 
 The measuring is llama-benchy's (``llama_benchy.client.LLMClient.run_generation``:
@@ -196,7 +195,7 @@ class Bench:
             for level in [int(c) for c in args.concurrency.split(",") if c]:
                 rounds = []
                 for r in range(args.rounds):
-                    batch = [rng.choice(mixed) for _ in range(level)]
+                    batch = [rng.choice(mixed) for _n in range(level)]
                     results = await asyncio.gather(
                         *(
                             self.one(session, p, f"c{level} round {r} request {i}")
