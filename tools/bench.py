@@ -74,6 +74,19 @@ class Context:
     logs_dir: str
     failures: list = field(default_factory=list)
     last_cpu: float = 0.0
+    partial_path: str = ""
+
+    def checkpoint(self, section, data):
+        """Write what is measured so far next to the final results."""
+        if not self.partial_path:
+            return
+        try:
+            with open(self.partial_path, encoding="utf-8") as handle:
+                done = json.load(handle)
+        except (OSError, ValueError):
+            done = {}
+        done[section] = data
+        write(self.partial_path, json.dumps(done, indent=2) + "\n")
 
     @staticmethod
     def skip(reason):
@@ -201,6 +214,8 @@ def section_provisioning(ctx):
             "load_avg_1m": load,
             **counted,
         }
+        # A size done is a result kept, even if a later size never gets the lock.
+        ctx.checkpoint("provisioning", {"partial": True, "sizes": sizes})
     ratio = None
     if (sizes.get("8") or {}).get("nochange_s") and (sizes.get("4") or {}).get("nochange_s"):
         ratio = round(sizes["8"]["nochange_s"]["median"] / sizes["4"]["nochange_s"]["median"], 2)
@@ -351,7 +366,12 @@ def main(argv=None):
     logs_dir = os.path.join(ROOT, ".cache", "bench", stamp)
     os.makedirs(logs_dir, exist_ok=True)
     ctx = Context(
-        runs=args.runs, sizes=sizes, lock_path=args.lock, out_dir=args.out_dir, logs_dir=logs_dir
+        partial_path=os.path.join(args.out_dir, f"{stamp}.partial.json"),
+        runs=args.runs,
+        sizes=sizes,
+        lock_path=args.lock,
+        out_dir=args.out_dir,
+        logs_dir=logs_dir,
     )
     started = time.monotonic()
     results = {
@@ -372,6 +392,8 @@ def main(argv=None):
     results["failures"] = ctx.failures
     table = markdown(results)
     write(os.path.join(args.out_dir, f"{stamp}.json"), json.dumps(results, indent=2) + "\n")
+    with contextlib.suppress(OSError):
+        os.remove(ctx.partial_path)
     write(os.path.join(args.out_dir, f"{stamp}.md"), table)
     write(os.path.join(args.out_dir, "latest.md"), table)
     if not args.no_readme:
