@@ -14,7 +14,8 @@ is not in this checkout is skipped with a note, so the run still completes):
   roles/watchdog).
 
 Every twin size is benchmarked under the global twin lock, held for that size only
-(other engineers' molecule runs interleave between sizes). Results:
+(other engineers' molecule runs interleave between sizes); the twin's images are built,
+when their inputs changed, by create.yml inside that hold. Results:
 bench/results/<stamp>.json and .md, bench/results/latest.md, and the README block
 between the bench markers. Benchmarks never fail on a number: the exit status is
 non-zero only when a playbook itself failed.
