@@ -14,7 +14,7 @@ VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twi
 S ?=
 SCENARIOS := $(if $(S),$(S),default two_node patches)
 
-.PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench clean
+.PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench bench-engine clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -65,6 +65,12 @@ test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (ea
 	  bash tools/stage.sh $$stage $(MAKE) --no-print-directory $$stage || status=1; \
 	done; \
 	echo "== stages (wall time)"; cat .cache/stages.log; exit $$status
+
+bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + README
+	$(VENV)/python tools/bench.py
+
+bench-engine: setup ## Engine benchmark of INVENTORY from its head (playbooks/bench.yml); prints the results directory
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) playbooks/bench.yml
 
 clean: demo-down ## Remove the twin and build artefacts (keeps images and .venv)
 	rm -rf .cache/sanity tests/output
