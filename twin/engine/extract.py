@@ -5,6 +5,8 @@ Writes, under OUT:
 
     sglang/srt/managers/tokenizer_manager.py   the real file of that release
     sglang/srt/utils/watchdog.py               the real file (SGLang >= 0.5.7 only)
+    sglang/srt/utils/common.py                 the real file, when the release has it
+                                               (its is_sm120() gate, read by sparksim.gpu)
     sglang/flags.json                          every `--flag` of the release's
                                                server_args.py, read statically
 
@@ -26,6 +28,8 @@ import zipfile
 FILES = {
     "sglang/srt/managers/tokenizer_manager.py": True,  # required
     "sglang/srt/utils/watchdog.py": False,  # absent before 0.5.7
+    # Holds is_sm120() (the exact (12, 0) gate of seed 000) in releases that have it.
+    "sglang/srt/utils/common.py": False,
 }
 SERVER_ARGS = "sglang/srt/server_args.py"
 
