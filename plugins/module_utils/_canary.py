@@ -56,7 +56,7 @@ class CandidateProbe:
         started = self.clock()
         try:
             getattr(self.runner, "check_" + name)(evidence)
-        except health._CheckFailed as exc:  # noqa: SLF001 - same package
+        except health._CheckFailed as exc:
             evidence["detail"] = exc.detail
         else:
             evidence["passed"] = True
@@ -98,7 +98,7 @@ class CandidateProbe:
                     waited = round(self.clock() - started, 2)
                     try:
                         self.runner.check_models(evidence)
-                    except health._CheckFailed as exc:  # noqa: SLF001 - same package
+                    except health._CheckFailed as exc:
                         return {"ok": False, "seconds": waited, "detail": exc.detail}
                     return {"ok": True, "seconds": waited, "detail": "ok"}
             except health.TransportError as exc:
@@ -171,6 +171,91 @@ def _brief(evidence):
     }
 
 
+# -- evidence ------------------------------------------------------------------
+
+STACK_MARK = "watchdog timeout: Python stacks"
+STACK_LINES = 30
+
+
+def _first(lines, *needles):
+    for line in lines:
+        low = line.lower()
+        if any(n.lower() in low for n in needles):
+            return line.strip()
+    return ""
+
+
+def evidence(head_lines, peer_lines=(), exit_status="", listen=None):
+    """What the logs say about a candidate: watchdog line, SIGQUIT, peer, stack dump."""
+    head_lines = [str(line) for line in head_lines or []]
+    peer_lines = [str(line) for line in peer_lines or []]
+    out = {
+        "watchdog_line": _first(head_lines, "watchdog timeout (", "watchdog timeout("),
+        "sigquit_line": _first(head_lines, "sigquit"),
+        "peer_line": _first(peer_lines, "remote process exited", "sigquit"),
+        "startup_error": _first(head_lines, "start-up failed", "Traceback", "Error:"),
+        "exit_code": None,
+        "status": "",
+        "stack": [],
+        "listen": {
+            host: [line.split()[3] for line in lines if len(line.split()) > 3]
+            for host, lines in (listen or {}).items()
+        },
+    }
+    parts = str(exit_status or "").split()
+    if parts:
+        out["status"] = parts[0]
+        if len(parts) > 1 and parts[1].lstrip("-").isdigit():
+            out["exit_code"] = int(parts[1])
+    for index, line in enumerate(head_lines):
+        if STACK_MARK in line:
+            out["stack"] = [s.rstrip() for s in head_lines[index : index + STACK_LINES]]
+            break
+    if out["watchdog_line"]:
+        out["cause"] = "scheduler watchdog timeout, SIGQUIT, process tree killed"
+        if out["stack"]:
+            out["cause"] += " (stack dump in the log)"
+    elif out["startup_error"]:
+        out["cause"] = out["startup_error"]
+    else:
+        out["cause"] = "no watchdog line: the request timed out or the engine exited"
+    return out
+
+
+# -- production's environment facts --------------------------------------------
+
+
+def env_list(env):
+    """KEY=VALUE strings of a compose ``environment`` (mapping or list) or an env list."""
+    if isinstance(env, dict):
+        return [f"{k}={'' if v is None else v}" for k, v in env.items()]
+    return [str(item) for item in env or []]
+
+
+def compose_envs(config):
+    """[(service, [KEY=VALUE...])] of a parsed ``compose config`` document."""
+    services = (config or {}).get("services") or {}
+    return [
+        (f"service {name}", env_list((svc or {}).get("environment")))
+        for name, svc in services.items()
+    ]
+
+
+def env_problems(sources, facts):
+    """What breaks ``facts`` ({KEY: VALUE}) in [(where, [KEY=VALUE...])]; [] when all hold."""
+    problems = []
+    if not sources:
+        return ["nothing to check: no service / container found"]
+    for where, env in sources:
+        for key, value in (facts or {}).items():
+            want = f"{key}={value}"
+            if want in env:
+                continue
+            have = [item for item in env if item.split("=", 1)[0] == key]
+            problems.append(f"{where} has {', '.join(have) or key + ' unset'}, wants {want}")
+    return problems
+
+
 # -- rows, table, decision ---------------------------------------------------
 
 
@@ -235,8 +320,7 @@ def candidate_row(profile, description, probe, evidence=None, refused=None):
     if died:
         cause = (evidence or {}).get("cause") or died.get("reason")
         row["stability"] = (
-            f"DIED after {died['after_completions']} completions "
-            f"(in {died['request']}): {cause}"
+            f"DIED after {died['after_completions']} completions (in {died['request']}): {cause}"
         )
     elif stability and all(s["passed"] for s in stability):
         row["stable"] = True
@@ -318,8 +402,10 @@ def markdown(rows, production, decision_line, title="Canary results"):
             ev = row.get("evidence") or {}
             lines.append(f"### {row['profile']}")
             lines.append("")
-            lines.append(f"- after {row['died']['after_completions']} completions, in "
-                         f"{row['died']['request']}: {row['died']['reason']}")
+            lines.append(
+                f"- after {row['died']['after_completions']} completions, in "
+                f"{row['died']['request']}: {row['died']['reason']}"
+            )
             for key in ("watchdog_line", "sigquit_line", "peer_line", "exit_code"):
                 if ev.get(key) not in (None, ""):
                     lines.append(f"- {key.replace('_', ' ')}: `{_cell(ev[key])}`")

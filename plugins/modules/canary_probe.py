@@ -79,6 +79,10 @@ options:
     description: Sequential requests of the stability phase (exact and math, alternating).
     type: int
     default: 5
+  boot_only:
+    description: Stop after the boot phase (to look at the booted engine before the requests).
+    type: bool
+    default: false
   alive_command:
     description:
       - Command run between boot polls; when it exits non-zero or prints something other
@@ -116,7 +120,8 @@ result:
       type: dict
       returned: always
     exact:
-      description: The exact-string gate (C(passed), C(status), C(detail), C(excerpt)); null if not reached.
+      description:
+        - The exact-string gate (C(passed), C(status), C(detail), C(excerpt)); null if not reached.
       type: dict
       returned: always
     math:
@@ -128,7 +133,9 @@ result:
       type: dict
       returned: always
     decode_runs:
-      description: One entry per decode run reached (C(passed), C(tokens_per_s), C(completion_tokens), C(detail)).
+      description:
+        - One entry per decode run reached (C(passed), C(tokens_per_s), C(completion_tokens),
+          C(detail)).
       type: list
       elements: dict
       returned: always
@@ -148,8 +155,6 @@ result:
       type: dict
       returned: always
 """
-
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -174,6 +179,7 @@ def main():
             decode_runs=dict(type="int", default=3),
             decode_max_tokens=dict(type="int", default=64, no_log=False),
             stability_requests=dict(type="int", default=5),
+            boot_only=dict(type="bool", default=False),
             alive_command=dict(type="list", elements="str"),
             chat_template_kwargs=dict(type="dict", default={"enable_thinking": False}),
         ),
@@ -191,11 +197,9 @@ def main():
     def alive():
         if not params["alive_command"]:
             return True, ""
-        proc = subprocess.run(  # noqa: S603 - argv list from the task
-            params["alive_command"], capture_output=True, text=True, check=False
-        )
-        out = proc.stdout.strip()
-        return proc.returncode == 0 and out.startswith("running"), out or proc.stderr.strip()
+        rc, out, err = module.run_command(params["alive_command"], environ_update={"LANG": "C"})
+        out = out.strip()
+        return rc == 0 and out.startswith("running"), out or err.strip()
 
     client = SGLangClient(
         params["url"], api_key=params["api_key"], request_timeout=params["request_timeout"]
@@ -215,6 +219,8 @@ def main():
         stability_requests=params["stability_requests"],
         alive=alive,
     )
+    if params["boot_only"]:
+        module.exit_json(changed=False, result={"boot": probe.boot()})
     module.exit_json(changed=False, result=probe.run())
 
 

@@ -297,7 +297,9 @@ class Scheduler:
             elif op == "wedge":
                 self.run_batch([f"Req(rid={msg.get('rid')}, max_new_tokens={msg.get('n')})"])
             elif op == "stall":
-                self.run_batch_stalled([f"Req(rid={msg.get('rid')}, max_new_tokens={msg.get('n')})"])
+                self.run_batch_stalled(
+                    [f"Req(rid={msg.get('rid')}, max_new_tokens={msg.get('n')})"]
+                )
 
     def _handle(self, tag, msg):
         if msg is None:
