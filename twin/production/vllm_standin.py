@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -177,6 +178,8 @@ def main():
     parser.add_argument("--worker", action="append", default=[], help="host:port of a worker")
     parser.add_argument("--served-model-name", default="model")
     args = parser.parse_args()
+    # PID 1 in its container: exit on docker stop's SIGTERM instead of waiting for SIGKILL.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     for name in os.environ.get("VLLM_STANDIN_LOG_ENV", "").split(","):
         if name:
             log(f"env {name}={os.environ.get(name, '<unset>')}")
