@@ -299,6 +299,8 @@ def candidate_row(profile, description, probe, evidence=None, refused=None):
     row["boot_s"] = boot.get("seconds")
     if not row["boot_ok"]:
         row["boot"] = f"FAIL: {boot.get('detail')}"
+        if (evidence or {}).get("startup_error"):
+            row["boot"] += f": {evidence['startup_error']}"
         row["stability"] = "not started"
         return row
     row["boot"] = f"OK ({boot['seconds']:.1f} s)"
