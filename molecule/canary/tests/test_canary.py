@@ -148,3 +148,9 @@ def test_watchdog_resumed_and_run_record_removed():
     head = node(HEAD)
     assert not head.file("/var/lib/sparkfleet/watchdog/paused").exists
     assert not head.file("/var/lib/sparkfleet/canary/run.json").exists
+
+
+def test_page_cache_was_dropped_on_every_node():
+    path = VARS["canary_drop_caches_path"]
+    for name in (HEAD, WORKER):
+        assert node(name).file(path).content_string.strip() == "3"
