@@ -28,7 +28,7 @@ attributes:
   check_mode:
     support: none
     details:
-      - The probe generates text on the candidate; a check-mode run skips it.
+      - The probe generates text on the candidate; Ansible skips it in check mode.
   diff_mode:
     support: N/A
     details:
@@ -183,7 +183,7 @@ def main():
             alive_command=dict(type="list", elements="str"),
             chat_template_kwargs=dict(type="dict", default={"enable_thinking": False}),
         ),
-        supports_check_mode=True,
+        supports_check_mode=False,
     )
     params = module.params
     errors = validate_params(dict(params, timeout=params["boot_timeout"]))
@@ -191,8 +191,6 @@ def main():
         errors.append("stability_requests must be at least 0")
     if errors:
         module.fail_json(msg="; ".join(errors))
-    if module.check_mode:
-        module.exit_json(changed=False, skipped=True, msg="probe skipped in check mode", result={})
 
     def alive():
         if not params["alive_command"]:
