@@ -174,7 +174,8 @@ def _brief(evidence):
 # -- evidence ------------------------------------------------------------------
 
 STACK_MARK = "watchdog timeout: Python stacks"
-STACK_LINES = 30
+STACK_LINES = 400
+MARKDOWN_STACK_LINES = 40
 
 
 def _first(lines, *needles):
@@ -209,7 +210,10 @@ def evidence(head_lines, peer_lines=(), exit_status="", listen=None):
             out["exit_code"] = int(parts[1])
     for index, line in enumerate(head_lines):
         if STACK_MARK in line:
-            out["stack"] = [s.rstrip() for s in head_lines[index : index + STACK_LINES]]
+            for follow in head_lines[index : index + STACK_LINES]:
+                if out["stack"] and "watchdog timeout (" in follow.lower():
+                    break
+                out["stack"].append(follow.rstrip())
             break
     if out["watchdog_line"]:
         out["cause"] = "scheduler watchdog timeout, SIGQUIT, process tree killed"
@@ -412,6 +416,9 @@ def markdown(rows, production, decision_line, title="Canary results"):
                 if ev.get(key) not in (None, ""):
                     lines.append(f"- {key.replace('_', ' ')}: `{_cell(ev[key])}`")
             if ev.get("stack"):
-                lines += ["", "```", *ev["stack"], "```"]
+                shown = ev["stack"][:MARKDOWN_STACK_LINES]
+                if len(ev["stack"]) > len(shown):
+                    shown.append(f"... {len(ev['stack']) - len(shown)} more lines in results.json")
+                lines += ["", "```", *shown, "```"]
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
