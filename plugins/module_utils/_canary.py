@@ -64,9 +64,12 @@ class CandidateProbe:
         evidence["elapsed_s"] = round(self.clock() - started, 3)
         evidence["phase"] = phase
         evidence["label"] = label
-        if evidence["status"] == 200:
+        # A stream that started (HTTP 200) but ended before [DONE] is a request the
+        # engine never finished: the server died under it.
+        cut = [r for r in evidence.get("runs") or [] if not r.get("complete", True)]
+        if evidence["status"] == 200 and not cut:
             self.completions += 1
-        elif self.died is None and evidence["status"] is None:
+        elif self.died is None and (evidence["status"] is None or cut):
             self.died = {
                 "phase": phase,
                 "request": label,

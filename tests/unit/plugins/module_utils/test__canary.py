@@ -23,8 +23,9 @@ MODEL = "flash-0731"
 
 
 class Candidate:
-    def __init__(self, die_after=None, wrong=False, tps=400.0):
+    def __init__(self, die_after=None, wrong=False, tps=400.0, cut_streams=False):
         self.die_after = die_after
+        self.cut_streams = cut_streams
         self.wrong = wrong
         self.tps = tps
         self.completions = 0
@@ -71,7 +72,7 @@ class Handler(BaseHTTPRequestHandler):
             dead = engine.die_after is not None and engine.completions >= engine.die_after
             if not dead:
                 engine.completions += 1
-        if dead:
+        if dead and not (engine.cut_streams and req.get("stream")):
             self.close_connection = True
             self.connection.close()
             return
@@ -87,6 +88,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        if dead:  # headers sent, then the server dies mid-stream
+            self.wfile.flush()
+            self.close_connection = True
+            return
         for word in words:
             time.sleep(1 / engine.tps)
             chunk = {"choices": [{"delta": {"content": word + " "}}]}
@@ -159,6 +164,13 @@ def test_death_is_a_result_with_the_completions_before_it(serve, die_after, phas
     assert result["died"]["phase"] == phase
     assert result["died"]["request"] == where
     assert "server closed the connection" in result["died"]["reason"]
+
+
+def test_a_stream_cut_after_its_headers_is_a_death_not_a_completion(serve):
+    result = probe(serve(Candidate(die_after=4, cut_streams=True)))
+    assert result["completions"] == 4
+    assert result["died"]["request"] == "decode run 2"
+    assert "stream ended before [DONE]" in result["died"]["reason"]
 
 
 def test_wrong_answers_fail_the_gates_but_the_probe_goes_on(serve):
