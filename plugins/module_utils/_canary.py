@@ -74,7 +74,8 @@ class CandidateProbe:
                 "phase": phase,
                 "request": label,
                 "after_completions": self.completions,
-                "reason": evidence["detail"],
+                # One decode run per check here: its "run 1: " prefix says nothing.
+                "reason": evidence["detail"].removeprefix("run 1: "),
             }
         self.events.append(evidence)
         return evidence
