@@ -75,7 +75,7 @@ class CandidateProbe:
                 "request": label,
                 "after_completions": self.completions,
                 # One decode run per check here: its "run 1: " prefix says nothing.
-                "reason": evidence["detail"].removeprefix("run 1: "),
+                "reason": _strip(evidence["detail"], "run 1: "),
             }
         self.events.append(evidence)
         return evidence
@@ -164,6 +164,10 @@ class CandidateProbe:
         result["completions"] = self.completions
         result["died"] = self.died
         return result
+
+
+def _strip(text, prefix):
+    return text[len(prefix) :] if text.startswith(prefix) else text
 
 
 def _brief(evidence):
