@@ -80,6 +80,8 @@ build_engine() {
   "$root/twin/engine/build.sh" --pyc-mode unchecked-hash
   # A newer release, whose patch anchors sit elsewhere: a new image pin on the twin.
   "$root/twin/engine/build.sh" --version 0.5.12
+  # The release with the exact (12, 0) is_sm120() gate (DS4-F canary on the 2-node twin).
+  "$root/twin/engine/build.sh" --version 0.5.23
 }
 
 targets=("$@")

@@ -110,3 +110,15 @@ def context_length(path, override=None):
     ):
         return text_config["max_position_embeddings"]
     return DEFAULT_CONTEXT_LEN
+
+
+def wrong(word):
+    """A wrongly accepted draft token: the last character moves on by one."""
+    if not word:
+        return word
+    last = word[-1]
+    if last.isdigit():
+        return word[:-1] + str((int(last) + 1) % 10)
+    if last.isalpha():
+        return word[:-1] + ("a" if last in "zZ" else chr(ord(last) + 1))
+    return word + "~"
