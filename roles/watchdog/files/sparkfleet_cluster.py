@@ -704,7 +704,7 @@ def watchdog_main(cfg, argv):
     pause = sub.add_parser("pause", help="hold every action until resume")
     pause.add_argument("reason", nargs="*")
     sub.add_parser("resume", help="remove the pause file")
-    sub.add_parser("clear", help="clear a give-up (after fixing its cause)")
+    sub.add_parser("clear", help="clear a give-up and the restart history (after fixing the cause)")
     args = parser.parse_args(argv)
     wd = Watchdog(cfg, Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog"))
     if args.cmd == "run":
@@ -724,13 +724,15 @@ def watchdog_main(cfg, argv):
         if os.path.exists(wd.paused):
             os.unlink(wd.paused)
             wd.log(f"resumed by {who}")
-    elif os.path.exists(wd.gave_up):
-        os.unlink(wd.gave_up)
+    else:
+        had = os.path.exists(wd.gave_up)
+        if had:
+            os.unlink(wd.gave_up)
         state = read_json(wd.state_file, {})
         state["restarts"] = []
         state.pop("bad", None)
         wd.save(state)
-        wd.log(f"give-up cleared by {who}; restart history reset")
+        wd.log(f"{'give-up and ' if had else ''}restart history cleared by {who}")
     return 0
 
 
