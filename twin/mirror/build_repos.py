@@ -53,7 +53,11 @@ def safetensors(tensors: dict[str, tuple[list[int], str]]) -> bytes:
         for dim in shape:
             count *= dim
         data = pseudo_random(seed, count * 2)
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": "BF16",
+            "shape": shape,
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     raw = json.dumps(header, separators=(",", ":")).encode()
@@ -78,7 +82,10 @@ def write_tree(repo: str, files: dict[str, bytes]) -> None:
             os.makedirs(obj_dir, exist_ok=True)
             with open(os.path.join(obj_dir, oid), "wb") as handle:
                 handle.write(data)
-            data = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n".encode()
+            pointer = (
+                f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n"
+            )
+            data = pointer.encode()
         with open(path, "wb") as handle:
             handle.write(data)
 
@@ -93,7 +100,14 @@ def build(root: str, repo_id: str, commits: list[tuple[str, str, dict[str, bytes
         write_tree(repo, {".gitattributes": attributes.encode(), **files})
         git(repo, "add", "-A")
         date = f"2026-01-0{index + 1}T00:00:00+0000"
-        git(repo, "commit", "-q", "-m", message, env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        git(
+            repo,
+            "commit",
+            "-q",
+            "-m",
+            message,
+            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+        )
         git(repo, "tag", tag)
         lines.append(f"{repo_id} {tag} {git(repo, 'rev-parse', 'HEAD')}")
     return lines
@@ -128,9 +142,16 @@ def main_model(version: int) -> dict[str, bytes]:
     files.update(
         {
             "config.json": (json.dumps(config, indent=2) + "\n").encode(),
-            "model.safetensors.index.json": (json.dumps(index, indent=2, sort_keys=True) + "\n").encode(),
-            "tokenizer.json": (json.dumps({"version": "1.0", "model": {"type": "WordLevel", "vocab": vocab}}) + "\n").encode(),
-            "tokenizer_config.json": b'{"model_max_length": 32768, "tokenizer_class": "PreTrainedTokenizerFast"}\n',
+            "model.safetensors.index.json": (
+                json.dumps(index, indent=2, sort_keys=True) + "\n"
+            ).encode(),
+            "tokenizer.json": (
+                json.dumps({"version": "1.0", "model": {"type": "WordLevel", "vocab": vocab}})
+                + "\n"
+            ).encode(),
+            "tokenizer_config.json": (
+                b'{"model_max_length": 32768, "tokenizer_class": "PreTrainedTokenizerFast"}\n'
+            ),
             "chat-template-sglang.jinja": CHAT_TEMPLATE.encode(),
         }
     )
@@ -138,7 +159,11 @@ def main_model(version: int) -> dict[str, bytes]:
 
 
 def draft_model() -> dict[str, bytes]:
-    config = {"architectures": ["DFlashDraftModel"], "model_type": "sparksim-draft", "hidden_size": 64}
+    config = {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "sparksim-draft",
+        "hidden_size": 64,
+    }
     return {
         "config.json": (json.dumps(config, indent=2) + "\n").encode(),
         "model.safetensors": safetensors({"fc.weight": ([1024, 64], "draft-fc")}),
@@ -150,7 +175,10 @@ def main() -> int:
     lines = build(
         root,
         "RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead",
-        [("v1", "Twin weights v1", main_model(1)), ("v2", "Twin weights v2: layer 1 retrained", main_model(2))],
+        [
+            ("v1", "Twin weights v1", main_model(1)),
+            ("v2", "Twin weights v2: layer 1 retrained", main_model(2)),
+        ],
     )
     lines += build(root, "z-lab/Qwen3.8-27B-DFlash2", [("v1", "Twin DFlash2 draft", draft_model())])
     print("\n".join(lines))

@@ -26,7 +26,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 UPSTREAM = ("127.0.0.1", 8091)
 RESOLVE = re.compile(r"^/(?:models/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+?)(?:\?.*)?$")
 XET_TOKEN = re.compile(r"^/api/models/[^/]+/[^/]+/xet-read-token/")
-HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization"}
+HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+}
 
 LOCK = threading.Lock()
 STATE = {"config": {"xet": False, "rate_bytes_s": 0}, "files": {}, "requests": []}
@@ -39,7 +47,7 @@ def log(msg: str) -> None:
 class Front(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, fmt, *args):  # noqa: D401 - one line per request on stderr
+    def log_message(self, fmt, *args):
         log(f"{self.command} {self.path} " + (fmt % args))
 
     def _send_json(self, code: int, body: dict) -> None:
@@ -96,10 +104,14 @@ class Front(BaseHTTPRequestHandler):
             repo, rev, _name = match.groups()
             self.send_header("X-Xet-Hash", hashlib.sha256(self.path.encode()).hexdigest())
             host = self.headers.get("Host", "")
-            self.send_header("Link", f'<http://{host}/api/models/{repo}/xet-read-token/{rev}>; rel="xet-auth"')
+            self.send_header(
+                "Link", f'<http://{host}/api/models/{repo}/xet-read-token/{rev}>; rel="xet-auth"'
+            )
         data = b"" if self.command == "HEAD" else resp.read()
         declared = resp.getheader("Content-Length")
-        self.send_header("Content-Length", declared if self.command == "HEAD" and declared else str(len(data)))
+        self.send_header(
+            "Content-Length", declared if self.command == "HEAD" and declared else str(len(data))
+        )
         self.end_headers()
         conn.close()
         if self.command == "HEAD":
