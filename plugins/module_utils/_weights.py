@@ -335,4 +335,4 @@ def plan(engine, hf_home_in_container=HF_HOME_IN_CONTAINER):
                     "template_dest": None,
                 }
             )
-    return {"store": store, "items": items, "errors": errors}
+    return {"store": store, "stage": items, "errors": errors}
