@@ -9,7 +9,7 @@ bodies down so a test can kill a download half-way. Everything else is passed to
 olah untouched.
 
 Control routes (the twin's tests only): GET /_sparksim/stats, POST /_sparksim/reset,
-POST /_sparksim/config with JSON {"xet": bool, "rate_bytes_s": int}.
+POST /_sparksim/config with JSON {"xet": bool, "rate_bytes_s": int, "fail_after_bytes": int}.
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ HOP = {
 }
 
 LOCK = threading.Lock()
-STATE = {"config": {"xet": False, "rate_bytes_s": 0}, "files": {}, "requests": []}
+STATE = {
+    "config": {"xet": False, "rate_bytes_s": 0, "fail_after_bytes": 0},
+    "files": {},
+    "requests": [],
+    "served": 0,
+}
 
 
 def log(msg: str) -> None:
@@ -68,6 +73,7 @@ class Front(BaseHTTPRequestHandler):
             if self.path == "/_sparksim/reset":
                 STATE["files"].clear()
                 STATE["requests"].clear()
+                STATE["served"] = 0
             elif self.path == "/_sparksim/config":
                 STATE["config"].update(body)
                 log(f"config now {STATE['config']}")
@@ -117,14 +123,29 @@ class Front(BaseHTTPRequestHandler):
         if self.command == "HEAD":
             return
         rate = int(config.get("rate_bytes_s") or 0)
+        # fail_after_bytes: the connection drops once the mirror has served that many body
+        # bytes since the last reset (an interrupted download, half-way through a file).
+        limit = int(config.get("fail_after_bytes") or 0)
         sent = 0
         try:
-            chunk = max(1024, rate // 10) if rate else len(data) or 1
+            chunk = max(1024, rate // 10) if rate else 64 * 1024
             for start in range(0, len(data), chunk):
-                self.wfile.write(data[start : start + chunk])
-                sent += len(data[start : start + chunk])
+                piece = data[start : start + chunk]
+                with LOCK:
+                    over = limit and STATE["served"] + len(piece) > limit
+                    if not over:
+                        STATE["served"] += len(piece)
+                if over:
+                    log(
+                        f"dropping the connection after {sent} bytes of {self.path} "
+                        "(fail_after_bytes)"
+                    )
+                    self.close_connection = True
+                    return
+                self.wfile.write(piece)
+                sent += len(piece)
                 if rate:
-                    time.sleep(chunk / rate)
+                    time.sleep(len(piece) / rate)
         finally:
             if match and self.command == "GET":
                 key = f"{match.group(1)}/{match.group(3)}"
