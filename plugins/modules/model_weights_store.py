@@ -14,13 +14,13 @@ description:
   - Works on C(<store>/<org>--<repo>/<commit>/), the directory where a verified revision lives
     with its manifest C(.sparkfleet-manifest.json), and on its staging twin
     C(<store>/<org>--<repo>/.<commit>.partial/). Needs only the Python standard library.
-  - O(state=info) reports whether the revision is staged and still verifies (read-only; it
+  - O(step=info) reports whether the revision is staged and still verifies (read-only; it
     re-hashes only files whose size, mtime or inode changed since they were last verified, or
     every file with O(verify=full)).
-  - O(state=receiving) makes the staging directory ready for a peer to fill it (rsync): a staged
+  - O(step=receiving) makes the staging directory ready for a peer to fill it with rsync. A staged
     revision that no longer verifies goes back to staging and its bad files are removed, so the
     engine never loads them and rsync sends only what is missing.
-  - O(state=present) verifies every received file against O(manifest) (sha256) and renames the
+  - O(step=present) verifies every received file against O(manifest) (sha256) and renames the
     staging directory into place. A mismatch removes the file and fails naming node, file,
     expected and actual digest.
 extends_documentation_fragment:
@@ -45,7 +45,7 @@ options:
     description: Commit sha of the revision.
     type: str
     required: true
-  state:
+  step:
     description: See the description.
     type: str
     choices: [info, receiving, present]
@@ -150,7 +150,7 @@ def main():
             "store": {"type": "path", "required": True},
             "repo": {"type": "str", "required": True},
             "commit": {"type": "str", "required": True},
-            "state": {
+            "step": {
                 "type": "str",
                 "choices": ["info", "receiving", "present"],
                 "default": "info",
@@ -159,7 +159,7 @@ def main():
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "node": {"type": "str", "default": "this node"},
         },
-        required_if=[("state", "receiving", ["manifest"]), ("state", "present", ["manifest"])],
+        required_if=[("step", "receiving", ["manifest"]), ("step", "present", ["manifest"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -195,19 +195,19 @@ def main():
             write_json(os.path.join(final, VERIFIED), verified)  # a cache, not a change
         module.exit_json(**result)
 
-    if p["state"] == "info":
+    if p["step"] == "info":
         module.exit_json(**result)
 
     result["changed"] = True
     if module.check_mode:
         module.exit_json(**result)
 
-    if p["state"] == "receiving":
+    if p["step"] == "receiving":
         os.makedirs(os.path.dirname(part), exist_ok=True)
         if os.path.isdir(final) and not os.path.isdir(part):
             os.rename(final, part)
         os.makedirs(part, exist_ok=True)
-        pbad, pverified, _ = check_dir(part, given, False)
+        pbad, pverified = check_dir(part, given, False)[:2]
         for entry in pbad:
             path = os.path.join(part, entry["path"])
             if os.path.isfile(path):
@@ -216,21 +216,22 @@ def main():
         result["removed"] = [b["path"] for b in pbad if b["got"] != "missing"]
         module.exit_json(**result)
 
-    # state == present: everything the peer sent must verify before it is moved in place.
+    # step == present: everything the peer sent must verify before it is moved in place.
     if not os.path.isdir(part):
         module.fail_json(msg=f"{node}: nothing received for {repo}@{commit} in {part}", **result)
-    pbad, pverified, _ = check_dir(part, given, full)
+    pbad, pverified = check_dir(part, given, full)[:2]
     if pbad:
         for entry in pbad:
             path = os.path.join(part, entry["path"])
             if os.path.isfile(path):
                 os.unlink(path)
         write_json(os.path.join(part, VERIFIED), pverified)
+        result["bad"] = pbad
         first = pbad[0]
         module.fail_json(
             msg=mismatch_message(node, repo, first["path"], first["expected"], first["got"])
             + (f" ({len(pbad) - 1} more files failed)" if len(pbad) > 1 else ""),
-            **dict(result, bad=pbad),
+            **result,
         )
     write_json(os.path.join(part, MANIFEST), given)
     write_json(os.path.join(part, VERIFIED), pverified)
