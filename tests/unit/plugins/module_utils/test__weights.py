@@ -150,7 +150,7 @@ def test_verify_file_lfs_and_git(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(data)
     sha = hashlib.sha256(data).hexdigest()
-    git = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
+    git = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
     assert w.verify_file(str(path), {"size": len(data), "sha256": sha})[0]
     entry = {"size": len(data), "sha256": None, "git_oid": git}
     assert w.verify_file(str(path), entry)[0]
