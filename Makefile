@@ -42,7 +42,7 @@ lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck
 	$(VENV)/ansible-lint
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
-	shellcheck tools/*.sh twin/images/build.sh twin/images/node/sparksim-init twin/engine/build.sh
+	shellcheck tools/*.sh twin/images/build.sh twin/images/node/sparksim-init twin/engine/build.sh twin/mirror/entrypoint.sh
 
 sanity: setup ## ansible-test sanity on a copy of the checkout
 	bash tools/sanity.sh

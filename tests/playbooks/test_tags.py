@@ -26,6 +26,7 @@ GID_FACT = "Publish the node's data plane and its GID"
 PATCH = "sglang_patches : Look up the pinned image on this node"
 RENDER = "sglang_node : Derive this rank's launch inputs"
 BRINGUP = "Restart in order where needed, then wait for health and smoke"
+WEIGHTS = "model_weights : Work out what to stage from the engine profile"
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,11 @@ def listed(inventory, *args):
 @pytest.mark.parametrize(
     ("tags", "present", "absent"),
     [
-        ("roce", [INVENTORY_CHECK, MTU_LIVE, GID, GID_FACT], [HOST_CHECKS, PATCH, RENDER, BRINGUP]),
+        (
+            "roce",
+            [INVENTORY_CHECK, MTU_LIVE, GID, GID_FACT],
+            [HOST_CHECKS, PATCH, RENDER, BRINGUP, WEIGHTS],
+        ),
         # the launch needs the patches' facts and this node's GID: both come along, read-only
         # for the GID; the live network change does not
         (
@@ -74,6 +79,7 @@ def listed(inventory, *args):
         ("patches", [INVENTORY_CHECK, PATCH], [RENDER, MTU_LIVE, BRINGUP]),
         ("bringup", [INVENTORY_CHECK, BRINGUP], [RENDER, PATCH, MTU_LIVE]),
         ("preflight", [INVENTORY_CHECK, HOST_CHECKS], [MTU_LIVE, PATCH, RENDER, BRINGUP]),
+        ("weights", [INVENTORY_CHECK, WEIGHTS], [MTU_LIVE, PATCH, RENDER, BRINGUP, HOST_CHECKS]),
     ],
 )
 def test_a_stage_tag_runs_its_stage_and_what_it_needs(inventory, tags, present, absent):

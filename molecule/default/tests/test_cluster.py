@@ -26,6 +26,10 @@ NAMES = sorted(NODES, key=lambda h: NODES[h]["spark_rank"])
 HEAD = NAMES[0]
 KEY = NODES[HEAD]["sglang_api_key"]
 EXPECTED_GID = {0: 7, 1: 7, 2: 5, 3: 5}  # the seed's layout (Pitfall 2)
+# The twin's mirror and the commits of its model repositories (twin/mirror/build_repos.py).
+TWIN_MIRROR = "http://192.168.3.250:8090"
+TWIN_MODEL_REV = "831ef89418185caf007200f207be19b8b92d7e21"
+TWIN_DRAFT_REV = "4ac209fd791f3af942643f3f12b5bd90679a899a"
 
 PATCHED = {
     "/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py",
@@ -70,7 +74,16 @@ def expected_launch(rank):
         ("-e", "SPARKSIM_BOOT_S=3"),
         ("-e", "SPARKSIM_DECODE_TPS=120"),
     ]
-    flags = [(f, "10" if f == "--watchdog-timeout" else v) for f, v in engine_flags(command)]
+    # Weights (issue 9): the twin's mirror and pins; every model staged, so the engine
+    # boots offline (a deliberate difference from the seed), and the launch pins the
+    # main model's revision so a new revision restarts the ranks.
+    opts = [
+        ("-e", f"HF_ENDPOINT={TWIN_MIRROR}") if v and v.startswith("HF_ENDPOINT=") else (o, v)
+        for o, v in opts
+    ]
+    opts += [("-e", "HF_HUB_OFFLINE=1"), ("-e", f"SPARKFLEET_MODEL_REVISION={TWIN_MODEL_REV}")]
+    overrides = {"--watchdog-timeout": "10", "--speculative-draft-model-revision": TWIN_DRAFT_REV}
+    flags = [(f, overrides.get(f, v)) for f, v in engine_flags(command)]
     return opts, "sparkfleet-twin/sglang:0.5.9", flags
 
 
