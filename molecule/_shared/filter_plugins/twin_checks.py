@@ -21,9 +21,31 @@ def sparkfleet_epoch(text):
     return base + (float("0" + m.group(2)) if m.group(2) else 0.0)
 
 
+def sparkfleet_failures(report):
+    """The json callback's report -> every failure message, a failed loop's per-item ones too.
+
+    A looped task that fails says only "One or more items failed"; the message that names
+    the host and the fix is on the failed item.
+    """
+    messages = []
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            for result in task.get("hosts", {}).values():
+                if not result.get("failed"):
+                    continue
+                messages.append(str(result.get("msg", "")))
+                messages.extend(
+                    str(item.get("msg", ""))
+                    for item in result.get("results", []) or []
+                    if isinstance(item, dict) and item.get("failed")
+                )
+    return messages
+
+
 class FilterModule:
     def filters(self):
         return {
             "sparkfleet_changed_paths": sparkfleet_changed_paths,
             "sparkfleet_epoch": sparkfleet_epoch,
+            "sparkfleet_failures": sparkfleet_failures,
         }
