@@ -130,6 +130,16 @@ def stat_record(path):
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
 
 
+def stat_records(root, files):
+    """{path: stat record} of the manifest entries present as files under root."""
+    out = {}
+    for entry in files:
+        path = os.path.join(root, entry["path"])
+        if os.path.isfile(path):
+            out[entry["path"]] = stat_record(path)
+    return out
+
+
 def same_stat(a, b):
     """True when two stat records (size, mtime_ns, inode) describe the same file state."""
     keys = ("size", "mtime_ns", "ino")

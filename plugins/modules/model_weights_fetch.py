@@ -143,20 +143,12 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import
     revision_dir,
     same_stat,
     stat_record,
+    stat_records,
     tree_entries,
     verify_file,
     write_json,
     xet_hint,
 )
-
-
-def _stats(root, files):
-    out = {}
-    for entry in files:
-        path = os.path.join(root, entry["path"])
-        if os.path.isfile(path):
-            out[entry["path"]] = stat_record(path)
-    return out
 
 
 def _staged_ok(final, repo, commit, full):
@@ -165,7 +157,7 @@ def _staged_ok(final, repo, commit, full):
     if manifest_matches(manifest, repo, commit):
         return False, {}, []
     verified = load_json(os.path.join(final, VERIFIED)) or {}
-    stats = _stats(final, manifest["files"])
+    stats = stat_records(final, manifest["files"])
     todo = files_to_rehash(manifest, verified, stats, full)
     for path in todo:
         entry = next(f for f in manifest["files"] if f["path"] == path)

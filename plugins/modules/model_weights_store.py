@@ -109,25 +109,16 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import
     partial_dir,
     pin_error,
     revision_dir,
-    stat_record,
+    stat_records,
     verify_file,
     write_json,
 )
 
 
-def _stats(root, files):
-    out = {}
-    for entry in files:
-        path = os.path.join(root, entry["path"])
-        if os.path.isfile(path):
-            out[entry["path"]] = stat_record(path)
-    return out
-
-
 def check_dir(root, manifest, full):
     """(bad entries, verified records) of a directory against a manifest."""
     verified = load_json(os.path.join(root, VERIFIED)) or {}
-    stats = _stats(root, manifest["files"])
+    stats = stat_records(root, manifest["files"])
     todo = set(files_to_rehash(manifest, verified, stats, full))
     bad = []
     for entry in manifest["files"]:
@@ -186,7 +177,7 @@ def main():
     reference = given or local
     missing = sum(b["size"] for b in bad)
     if status == "absent" and reference:
-        have = _stats(part, reference["files"]) if os.path.isdir(part) else {}
+        have = stat_records(part, reference["files"]) if os.path.isdir(part) else {}
         missing = sum(f["size"] for f in reference["files"] if f["path"] not in have)
     result = {"changed": False, "status": status, "bad": bad, "missing_bytes": missing}
     if status == "present":

@@ -177,6 +177,18 @@ def note_observation(state, kind, now, interval_s):
     return 0
 
 
+def next_pause(state, wd):
+    """Seconds until the next observation: the interval, or sooner to confirm a bad one.
+
+    A first bad observation is confirmed ``confirm_after_s`` later instead of a whole
+    interval later, so a crash is acted on within about one interval plus that delay.
+    """
+    bad = state.get("bad") or {}
+    if bad.get("kind") in BAD and bad.get("count", 0) < wd["confirm"]:
+        return min(wd.get("confirm_after_s", wd["interval_s"]), wd["interval_s"])
+    return wd["interval_s"]
+
+
 def stack_section(lines):
     """The lines from the first watchdog timeout / stack dump line on."""
     for i, line in enumerate(lines):
@@ -507,9 +519,10 @@ class Watchdog:
                 rc = self.once(state)
                 if rc is not None:
                     return rc
-                if time.monotonic() - start + wd["interval_s"] > wd["run_budget_s"]:
+                pause = next_pause(state, wd)
+                if time.monotonic() - start + pause > wd["run_budget_s"]:
                     return 0
-                time.sleep(wd["interval_s"])
+                time.sleep(pause)
 
     def once(self, state):
         """One observation and its decision; returns an exit code to end the run, or None."""

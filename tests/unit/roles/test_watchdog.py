@@ -138,3 +138,23 @@ def test_flock_is_exclusive(tmp_path):
     lock = str(tmp_path / "x.lock")
     with wd.flocked(lock) as first, wd.flocked(lock) as second:
         assert (first, second) == (True, False)
+
+
+@pytest.mark.parametrize(
+    ("bad", "pause"),
+    [
+        (None, 10),
+        ({"kind": "crash", "count": 1}, 2),
+        ({"kind": "wedged", "count": 1}, 2),
+        ({"kind": "crash", "count": 2}, 10),
+        ({"kind": "booting", "count": 1}, 10),
+    ],
+)
+def test_a_first_bad_observation_is_confirmed_soon(bad, pause):
+    state = {"bad": bad} if bad else {}
+    assert wd.next_pause(state, {"interval_s": 10, "confirm": 2, "confirm_after_s": 2}) == pause
+
+
+def test_confirm_delay_never_exceeds_the_interval():
+    state = {"bad": {"kind": "crash", "count": 1}}
+    assert wd.next_pause(state, {"interval_s": 5, "confirm": 2, "confirm_after_s": 30}) == 5

@@ -231,3 +231,14 @@ def test_names_and_layout():
     assert w.revision_dir("/s", "o/r", SHA) == f"/s/o--r/{SHA}"
     assert w.partial_dir("/s", "o/r", SHA) == f"/s/o--r/.{SHA}.partial"
     assert "50.0%" in w.progress_line(5, 10, 1, 3)
+
+
+def test_stat_records_list_only_the_manifest_files_present(tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"abc")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_text("{}")
+    (tmp_path / "extra").write_text("not in the manifest")
+    files = [{"path": "a.bin"}, {"path": "sub/b.json"}, {"path": "missing.bin"}]
+    got = w.stat_records(str(tmp_path), files)
+    assert sorted(got) == ["a.bin", "sub/b.json"]
+    assert got["a.bin"] == w.stat_record(str(tmp_path / "a.bin"))
