@@ -6,17 +6,14 @@
 
 Private to sparkfleet.serving. ``CandidateProbe`` drives one candidate engine
 through the canary's phases (boot, exact, math, short count, decode runs,
-stability) with the clients of ``_health`` and counts the completions it got,
+stability) with the checks of ``_health`` (``HealthRunner.run_check``; the boot is
+its health poll with the boot's clocks and an exit test) and counts the completions it got,
 so that a death is a result ("died after 4 completions in decode run 2"), never
 an exception. Everything else is pure: rows, the Markdown table and the
 decision line, unit-tested without a server.
 """
 
 from __future__ import annotations
-
-import time
-
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _health as health
 
 PHASES = ("boot", "exact", "math", "short", "decode", "stability")
 RESULT_COLUMNS = ("Profile", "Boot", "Exact / math", "c1 decode", "Stability")
@@ -33,8 +30,7 @@ class CandidateProbe:
         decode_runs=3,
         stability_requests=5,
         alive=None,
-        clock=time.monotonic,
-        sleep=time.sleep,
+        boot_request_timeout=5,
     ):
         self.runner = runner
         self.boot_timeout = boot_timeout
@@ -42,8 +38,7 @@ class CandidateProbe:
         self.decode_runs = decode_runs
         self.stability_requests = stability_requests
         self.alive = alive
-        self.clock = clock
-        self.sleep = sleep
+        self.boot_request_timeout = boot_request_timeout
         self.completions = 0
         self.died = None
         self.events = []
@@ -52,16 +47,7 @@ class CandidateProbe:
 
     def _check(self, name, phase, label):
         """One HealthRunner check; returns its evidence. Records a death on a transport error."""
-        evidence = {"passed": False, "status": None}
-        started = self.clock()
-        try:
-            getattr(self.runner, "check_" + name)(evidence)
-        except health._CheckFailed as exc:
-            evidence["detail"] = exc.detail
-        else:
-            evidence["passed"] = True
-            evidence.setdefault("detail", "ok")
-        evidence["elapsed_s"] = round(self.clock() - started, 3)
+        evidence, _fatal = self.runner.run_check(name)
         evidence["phase"] = phase
         evidence["label"] = label
         # A stream that started (HTTP 200) but ended before [DONE] is a request the
@@ -80,47 +66,29 @@ class CandidateProbe:
         self.events.append(evidence)
         return evidence
 
-    def _alive(self):
-        if self.alive is None:
-            return True, ""
-        return self.alive()
-
     # -- phases ----------------------------------------------------------
 
     def boot(self):
-        """Wait for /health and the served model, or for the engine to exit."""
-        started = self.clock()
-        deadline = started + self.boot_timeout
-        client = self.runner.client
-        last = "no answer yet"
-        while True:
-            try:
-                answer = client.request("GET", health.HEALTH_PATH, timeout=5)
-                last = f"HTTP {answer.status} from {health.HEALTH_PATH}"
-                if answer.status == 200:
-                    evidence = {"passed": False, "status": None}
-                    waited = round(self.clock() - started, 2)
-                    try:
-                        self.runner.check_models(evidence)
-                    except health._CheckFailed as exc:
-                        return {"ok": False, "seconds": waited, "detail": exc.detail}
-                    return {"ok": True, "seconds": waited, "detail": "ok"}
-            except health.TransportError as exc:
-                last = str(exc)
-            alive, why = self._alive()
-            if not alive:
-                return {
-                    "ok": False,
-                    "seconds": round(self.clock() - started, 2),
-                    "detail": f"the engine exited before it answered ({why})",
-                }
-            if self.clock() >= deadline:
-                return {
-                    "ok": False,
-                    "seconds": round(self.clock() - started, 2),
-                    "detail": f"no healthy API after {self.boot_timeout}s (last: {last})",
-                }
-            self.sleep(self.poll_interval)
+        """Wait for /health (or for the engine to exit: ``alive``), then the served model.
+
+        The health check of ``_health`` with the boot's own clocks: polls of
+        ``boot_request_timeout`` every ``poll_interval`` for up to ``boot_timeout``.
+        """
+        runner = self.runner
+        saved = (runner.timeout, runner.poll_interval, runner.alive, runner.poll_request_timeout)
+        runner.timeout, runner.poll_interval = self.boot_timeout, self.poll_interval
+        runner.alive, runner.poll_request_timeout = self.alive, self.boot_request_timeout
+        try:
+            health_check, _fatal = runner.run_check("health")
+        finally:
+            runner.timeout, runner.poll_interval, runner.alive, runner.poll_request_timeout = saved
+        waited = health_check["elapsed_s"]
+        if not health_check["passed"]:
+            return {"ok": False, "seconds": waited, "detail": health_check["detail"]}
+        models, _fatal = runner.run_check("models")
+        if not models["passed"]:
+            return {"ok": False, "seconds": waited, "detail": models["detail"]}
+        return {"ok": True, "seconds": waited, "detail": "ok"}
 
     def run(self):
         """All phases in order; stops at the first request the engine never answered."""

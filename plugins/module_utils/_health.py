@@ -370,6 +370,8 @@ class HealthRunner:
         chat_template_kwargs=None,
         exact_token=None,
         sleep=time.sleep,
+        alive=None,
+        poll_request_timeout=None,
     ):
         self.client = client
         self.model = served_model_name
@@ -382,6 +384,11 @@ class HealthRunner:
         self.exact_token = exact_token or make_exact_token()
         self.sleep = sleep
         self.clock = client.clock
+        # Called between two health polls: (False, why) when the engine has exited,
+        # which ends the wait at once instead of at the timeout.
+        self.alive = alive
+        # Socket timeout of one health poll (default: the client's request_timeout).
+        self.poll_request_timeout = poll_request_timeout
 
     # -- helpers ---------------------------------------------------------
 
@@ -453,7 +460,9 @@ class HealthRunner:
         while True:
             attempts += 1
             remaining = deadline - self.clock()
-            per_try = max(1, min(self.client.request_timeout, int(remaining) + 1))
+            per_try = max(
+                1, min(self.poll_request_timeout or self.client.request_timeout, int(remaining) + 1)
+            )
             try:
                 answer = self.client.request("GET", HEALTH_PATH, timeout=per_try)
                 evidence["status"] = answer.status
@@ -474,6 +483,11 @@ class HealthRunner:
             evidence["waited_s"] = round(self.clock() - started, 2)
             if answer is not None:
                 break  # 200, or a 4xx that waiting will not fix
+            if self.alive is not None:
+                alive, why = self.alive()
+                if not alive:
+                    evidence["error"] = f"the engine exited before it answered ({why})"
+                    raise _CheckFailed(evidence["error"], fatal=True)
             remaining = deadline - self.clock()
             if remaining <= 0:
                 break
@@ -565,6 +579,26 @@ class HealthRunner:
 
     # -- driver ----------------------------------------------------------
 
+    def run_check(self, name):
+        """Run one check; return (evidence, fatal). Never raises for a failed check.
+
+        ``evidence`` has ``passed``, ``status``, ``detail``, ``elapsed_s`` and what the
+        check collected; ``fatal`` says the checks after it cannot run (no answer, 401).
+        """
+        evidence = {"passed": False, "status": None}
+        fatal = False
+        started = self.clock()
+        try:
+            getattr(self, "check_" + name)(evidence)
+        except _CheckFailed as exc:
+            evidence["detail"] = exc.detail
+            fatal = exc.fatal
+        else:
+            evidence["passed"] = True
+            evidence.setdefault("detail", "ok")
+        evidence["elapsed_s"] = round(self.clock() - started, 3)
+        return evidence, fatal
+
     def run(self, checks):
         """Run ``checks`` in order; return the report dict the module hands back."""
         results = {}
@@ -582,19 +616,11 @@ class HealthRunner:
                 }
                 skipped.append(name)
                 continue
-            evidence = {"passed": False, "status": None}
-            started = self.clock()
-            try:
-                getattr(self, "check_" + name)(evidence)
-            except _CheckFailed as exc:
-                evidence["detail"] = exc.detail
+            evidence, fatal = self.run_check(name)
+            if not evidence["passed"]:
                 failed.append(name)
-                if exc.fatal:
+                if fatal:
                     stop_reason = f"{name} failed"
-            else:
-                evidence["passed"] = True
-                evidence.setdefault("detail", "ok")
-            evidence["elapsed_s"] = round(self.clock() - started, 3)
             results[name] = evidence
         decode = results.get("decode") or {}
         report = {

@@ -568,6 +568,73 @@ def test_health_times_out_on_503_forever(engine):
     assert "last: HTTP 503" in report["msg"]
 
 
+def test_health_stops_waiting_when_the_engine_exited(engine):
+    engine.health_codes = [503] * 1000
+    calls = []
+
+    def alive():
+        calls.append(1)
+        return (len(calls) < 3), "exited 137"
+
+    started = time.monotonic()
+    report = run(engine.url, ["health", "models"], timeout=30, poll_interval=0.05, alive=alive)
+    assert time.monotonic() - started < 5
+    assert len(calls) == 3
+    health = report["checks"]["health"]
+    assert health["attempts"] == 3 and health["status"] == 503
+    assert health["error"] == "the engine exited before it answered (exited 137)"
+    assert report["msg"].startswith(
+        f"SGLang at {engine.url} failed health: health: the engine exited before it answered"
+    )
+    assert report["checks"]["models"]["skipped"] is True
+
+
+def test_health_is_not_asked_whether_the_engine_lives_once_healthy(engine):
+    def alive():
+        raise AssertionError("alive() called although /health answered 200")
+
+    report = run(engine.url, ["health"], alive=alive)
+    assert report["passed"] is True, report["msg"]
+
+
+def test_health_poll_uses_its_own_socket_timeout():
+    # A server that accepts and never answers: each poll gives up after
+    # poll_request_timeout (1 s), not after the client's request_timeout (60 s).
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        report = run(
+            url,
+            ["health"],
+            request_timeout=60,
+            timeout=2,
+            poll_interval=0.05,
+            poll_request_timeout=1,
+        )
+        took = time.monotonic() - started
+    assert report["passed"] is False
+    assert report["checks"]["health"]["error"] == "timed out after 1s"
+    assert 2 <= took < 6
+
+
+def test_run_check_returns_the_evidence_and_whether_it_is_fatal(engine, dead_url):
+    client = _health.SGLangClient(engine.url, request_timeout=5)
+    runner = _health.HealthRunner(client, served_model_name=MODEL)
+    evidence, fatal = runner.run_check("models")
+    assert evidence["passed"] and evidence["status"] == 200 and evidence["detail"] == "ok"
+    assert evidence["model_ids"] == [MODEL] and not fatal
+    engine.models = ["other"]
+    evidence, fatal = runner.run_check("models")
+    assert not evidence["passed"] and not fatal
+    assert "expected" in evidence["detail"] and evidence["elapsed_s"] >= 0
+    dead = _health.HealthRunner(_health.SGLangClient(dead_url, request_timeout=5), MODEL)
+    evidence, fatal = dead.run_check("math")
+    assert not evidence["passed"] and fatal and evidence["status"] is None
+    assert "connection refused" in evidence["detail"]
+
+
 def test_wrong_model_name(engine):
     engine.models = ["some-other-model"]
     report = run(engine.url, ["health", "models"])
