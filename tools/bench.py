@@ -35,6 +35,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -405,6 +406,16 @@ def role_rsync_argv(ssh_dir, src, user, peer, dest):
     ]
 
 
+def one_after_another(commands):
+    """One job per peer: the peers' rrsync holds a per-user lock (flock on the store,
+    non-blocking) unless run with -no-lock, so a second rsync into the same peer while
+    one runs dies with "Another instance of rrsync is already accessing this directory".
+    The revisions for one peer go one after another; the peers all at once."""
+    if len(commands) == 1:
+        return commands[0]
+    return ["sh", "-c", " && ".join(shlex.join(c) for c in commands)]
+
+
 def plain_copy_argv(key, known_hosts, user, peer, copies):
     """One ssh stream per (src, dest): tar on the head, tar on the peer."""
     steps = [
@@ -541,9 +552,10 @@ def measure_fanout(info, manifests, bulk_mb):
     try:
         for name, (size, copies) in payloads.items():
             fan = [
-                role_rsync_argv(ssh_dir, src, user, hv[p]["roce_ipv4"], dest)
+                one_after_another(
+                    [role_rsync_argv(ssh_dir, s, user, hv[p]["roce_ipv4"], d) for s, d in copies]
+                )
                 for p in peers
-                for src, dest in copies
             ]
             fan_run = run_parallel(head, fan)
             plain = plain_copy_argv(
@@ -721,7 +733,8 @@ def weights_table(sizes, bulk_mb, runs):
         "link once per cluster). Bytes are body bytes the twin mirror's front counted per "
         "file; model bytes are the staged revisions' manifests on the head (main model and "
         "draft). Fan-out: the role's own rsync (fan-out key, pinned host keys, rrsync on "
-        "the peers) from the head to every peer at once; aggregate MB/s = bytes x peers / "
+        "the peers) from the head to every peer at once (one peer's revisions one after "
+        "another: the peers' rrsync holds a per-user lock); aggregate MB/s = bytes x peers / "
         "wall time. Plain copy: one `tar | ssh` stream to one peer over the same data-plane "
         "network. The twin's model is about 1 MB, so its transfers are handshakes; the "
         f"{bulk_mb} MB file shows the bandwidth, which on the twin is the head's share of "

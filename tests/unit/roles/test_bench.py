@@ -381,3 +381,10 @@ def test_private_docker_daemon_gets_its_own_twin_lock(monkeypatch):
     assert make_bench.default_lock() == "/tmp/sparkfleet-twin.lock"
     monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker-bn.sock")
     assert make_bench.default_lock() == "/tmp/sparkfleet-twin-unix-var-run-docker-bn-sock.lock"
+
+
+def test_revisions_for_one_peer_go_one_after_another():
+    one = make_bench.one_after_another([["rsync", "a b", "x"]])
+    assert one == ["rsync", "a b", "x"]
+    two = make_bench.one_after_another([["rsync", "a b", "x"], ["rsync", "c", "y"]])
+    assert two == ["sh", "-c", "rsync 'a b' x && rsync c y"]
