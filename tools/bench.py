@@ -82,6 +82,8 @@ class Context:
     weights: dict = field(default_factory=dict)  # size -> figures (section weights)
     inventories: dict = field(default_factory=dict)  # inventory -> inventory_info()
     wanted: list = field(default_factory=list)  # the sections of this run
+    weights_sizes: list = field(default_factory=list)  # sizes of the weights section
+    resumed: dict = field(default_factory=dict)  # provisioning sizes kept from --resume
 
     def checkpoint(self, section, data):
         """Write what is measured so far next to the final results."""
@@ -195,8 +197,11 @@ def load_averages():
 
 
 def section_provisioning(ctx):
-    sizes = {}
+    sizes = dict(ctx.resumed)
     for size in ctx.sizes:
+        if str(size) in sizes:
+            log(f"provisioning {size} nodes: kept from {sizes[str(size)].get('from_run')}")
+            continue
         inv = SIZES[size]
         cold, warm, warm_cpu, changed, load = [], [], [], [], []
         with ctx.twin_lock(f"{size} nodes"):
@@ -314,6 +319,14 @@ def provisioning_table(sizes, ratio, runs):
         "calls: EXEC, PUT, FETCH) per host from one more no-change run at -vvv; tasks counts "
         "ok + changed of the busiest host; round-trips min-max over hosts.",
     ]
+    resumed = {size: s["from_run"] for size, s in sizes.items() if s.get("from_run")}
+    if resumed:
+        lines += [
+            "",
+            "Measured by an earlier, interrupted run of the same code (`--resume`): "
+            + ", ".join(f"{size} nodes in run {stamp}" for size, stamp in resumed.items())
+            + ".",
+        ]
     for size, s in sizes.items():
         if s.get("slowest_tasks"):
             lines += ["", f"Slowest tasks of the {size}-node no-change run (profile_tasks):", ""]
@@ -653,7 +666,7 @@ def read(path):
 
 def section_weights(ctx):
     bulk_mb = int(os.environ.get("BENCH_FANOUT_MB", "64"))
-    for size in ctx.sizes:
+    for size in ctx.weights_sizes or ctx.sizes:
         if str(size) in ctx.weights:
             continue  # measured on the provisioning run's twin
         inv = weights_inventory(size)
@@ -905,6 +918,17 @@ def update_readme(table):
     write(path, f"{head}{README_START}\n{table}{README_END}{tail}")
 
 
+def resumed_sizes(path):
+    """Provisioning sizes measured by an interrupted run, each marked with that run."""
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        done = json.load(handle)
+    stamp = os.path.basename(path).split(".", 1)[0]
+    sizes = (done.get("provisioning") or {}).get("sizes") or {}
+    return {k: {**v, "from_run": v.get("from_run", stamp)} for k, v in sizes.items()}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     p.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "3")))
@@ -913,6 +937,17 @@ def main(argv=None):
         "--sections", default=os.environ.get("BENCH_SECTIONS", ",".join(s.name for s in SECTIONS))
     )
     p.add_argument("--lock", default=default_lock())
+    p.add_argument(
+        "--weights-sizes",
+        default=os.environ.get("BENCH_WEIGHTS_SIZES", ""),
+        help="sizes of the weights section (default: --sizes)",
+    )
+    p.add_argument(
+        "--resume",
+        default=os.environ.get("BENCH_RESUME", ""),
+        help="a <stamp>.partial.json of an interrupted run: its measured provisioning sizes "
+        "are kept (marked with their run) and not measured again",
+    )
     p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     p.add_argument("--no-readme", action="store_true", help="do not copy the table into README.md")
     args = p.parse_args(argv)
@@ -936,6 +971,8 @@ def main(argv=None):
         out_dir=args.out_dir,
         logs_dir=logs_dir,
         wanted=wanted,
+        weights_sizes=[int(s) for s in args.weights_sizes.split(",") if s],
+        resumed=resumed_sizes(args.resume),
     )
     started = time.monotonic()
     results = {

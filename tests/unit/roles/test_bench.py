@@ -388,3 +388,23 @@ def test_revisions_for_one_peer_go_one_after_another():
     assert one == ["rsync", "a b", "x"]
     two = make_bench.one_after_another([["rsync", "a b", "x"], ["rsync", "c", "y"]])
     assert two == ["sh", "-c", "rsync 'a b' x && rsync c y"]
+
+
+def test_resume_keeps_the_sizes_an_interrupted_run_measured(tmp_path):
+    partial = tmp_path / "20261202T214700Z.partial.json"
+    partial.write_text(json.dumps({"provisioning": {"partial": True, "sizes": {"2": {"x": 1}}}}))
+    kept = make_bench.resumed_sizes(str(partial))
+    assert kept == {"2": {"x": 1, "from_run": "20261202T214700Z"}}
+    assert make_bench.resumed_sizes("") == {}
+    sizes = {
+        "2": {
+            "cold_s": None,
+            "nochange_s": None,
+            "nochange_controller_cpu_s": None,
+            "nochange_changed": [],
+            "load_avg_1m": [],
+            "from_run": "20261202T214700Z",
+        }
+    }
+    text = "\n".join(make_bench.provisioning_table(sizes, None, 1))
+    assert "2 nodes in run 20261202T214700Z" in text
