@@ -55,6 +55,11 @@ RECAP = re.compile(
 # One line per connection call at -vvv: the docker connections print
 # "<spark-1> EXEC [...]", "<spark-1> PUT ...", ssh prints "<host> SSH: EXEC ssh ...".
 ROUND_TRIP = re.compile(r"^<(?P<host>[^>]+)> (?:SSH: )?(?P<op>EXEC|PUT|FETCH)\b")
+TASK_LINE = re.compile(r"^(?:TASK|RUNNING HANDLER) \[(?P<task>.+)\] \*+\s*$")
+# profile_tasks prints, before each task, the previous task's duration in parentheses.
+STAMP_LINE = re.compile(
+    r"^\w+ \d\d \w+ \d{4}\s+[\d:]+ \S+ \((?P<h>\d+):(?P<m>\d\d):(?P<s>[\d.]+)\)"
+)
 PROFILE_LINE = re.compile(r"^(?P<task>.+?) -{2,} (?P<secs>\d+\.\d+)s$")
 
 
@@ -288,7 +293,37 @@ def count_calls(output):
         "skipped_per_host": {h: tasks[h]["skipped"] for h in hosts},
         "round_trips_per_host": {h: per_host.get(h, 0) for h in hosts},
         "slowest_tasks": slowest[:12],
+        "time_by_role": time_by_role(output),
     }
+
+
+def time_by_role(output):
+    """Where a profiled (-vvv, profile_tasks) run spends its time, per role: wall seconds
+    (the tasks' durations as profile_tasks measured them), tasks and connection
+    round-trips (all hosts). Tasks outside a role count under "(play tasks)"."""
+    roles, current, pending = {}, None, None
+
+    def entry(label):
+        role = label.split(" : ", 1)[0] if " : " in label else "(play tasks)"
+        return roles.setdefault(role, {"s": 0.0, "tasks": 0, "round_trips": 0})
+
+    for line in output.splitlines():
+        m = TASK_LINE.match(line)
+        if m:
+            # The stamp under a task line is the previous task's duration.
+            pending, current = current, m["task"]
+            entry(current)["tasks"] += 1
+        elif line.startswith("PLAY RECAP"):
+            pending, current = current, None  # the stamp under the recap: the last task's
+        elif (m := STAMP_LINE.match(line)) is not None:
+            if pending is not None:
+                entry(pending)["s"] += int(m["h"]) * 3600 + int(m["m"]) * 60 + float(m["s"])
+            pending = None
+        elif current is not None and ROUND_TRIP.match(line):
+            entry(current)["round_trips"] += 1
+    for figures in roles.values():
+        figures["s"] = round(figures["s"], 2)
+    return dict(sorted(roles.items(), key=lambda kv: -kv[1]["s"]))
 
 
 def fmt_spread(s):
@@ -328,6 +363,12 @@ def provisioning_table(sizes, ratio, runs):
             + ".",
         ]
     for size, s in sizes.items():
+        if s.get("time_by_role"):
+            lines += ["", f"Where the {size}-node no-change run spends its time, per role:", ""]
+            lines += [
+                f"- {r['s']:.1f} s, {r['tasks']} tasks, {r['round_trips']} round-trips: {role}"
+                for role, r in s["time_by_role"].items()
+            ]
         if s.get("slowest_tasks"):
             lines += ["", f"Slowest tasks of the {size}-node no-change run (profile_tasks):", ""]
             lines += [f"- {t['s']:.2f} s {t['task']}" for t in s["slowest_tasks"][:8]]

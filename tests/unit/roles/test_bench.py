@@ -408,3 +408,33 @@ def test_resume_keeps_the_sizes_an_interrupted_run_measured(tmp_path):
     }
     text = "\n".join(make_bench.provisioning_table(sizes, None, 1))
     assert "2 nodes in run 20261202T214700Z" in text
+
+
+PROFILED_LOG = """\
+PLAY [Check] *******************************************************************
+TASK [sparkfleet.serving.sglang : Resolve the engine profile] ******************
+Wednesday 02 December 2026  21:58:56 +0000 (0:00:00.050)       0:00:00.050 ****
+TASK [sparkfleet.serving.roce : Send pings] ************************************
+Wednesday 02 December 2026  21:59:02 +0000 (0:00:06.500)       0:00:06.550 ****
+<spark-1> EXEC ['/usr/bin/docker', b'exec', b'-i', b'spark-1', b'/bin/sh', b'-c', b'python3']
+<spark-2> EXEC ['/usr/bin/docker', b'exec', b'-i', b'spark-2', b'/bin/sh', b'-c', b'python3']
+TASK [Report] ******************************************************************
+Wednesday 02 December 2026  21:59:04 +0000 (0:00:02.250)       0:00:08.800 ****
+RUNNING HANDLER [sparkfleet.serving.roce : Reload] *****************************
+Wednesday 02 December 2026  21:59:05 +0000 (0:00:01.000)       0:00:09.800 ****
+<spark-1> PUT /tmp/x TO /tmp/y
+
+PLAY RECAP *********************************************************************
+spark-1                    : ok=4    changed=0    unreachable=0    failed=0    skipped=0
+Wednesday 02 December 2026  21:59:06 +0000 (0:00:01.500)       0:00:11.300 ****
+"""
+
+
+def test_time_by_role_attributes_each_profile_stamp_to_the_task_before_it():
+    roles = make_bench.time_by_role(PROFILED_LOG)
+    assert roles == {
+        "sparkfleet.serving.sglang": {"s": 6.5, "tasks": 1, "round_trips": 0},
+        "sparkfleet.serving.roce": {"s": 3.75, "tasks": 2, "round_trips": 3},
+        "(play tasks)": {"s": 1.0, "tasks": 1, "round_trips": 0},
+    }
+    assert next(iter(roles)) == "sparkfleet.serving.sglang"  # slowest first
