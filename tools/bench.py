@@ -709,7 +709,7 @@ def section_weights(ctx):
     bulk_mb = int(os.environ.get("BENCH_FANOUT_MB", "64"))
     for size in ctx.weights_sizes or ctx.sizes:
         if str(size) in ctx.weights:
-            continue  # measured on the provisioning run's twin
+            continue  # measured on the provisioning run's twin, or resumed
         inv = weights_inventory(size)
         with ctx.twin_lock(f"{size} nodes, weights"):
             ctx.playbook(inv, "twin/playbooks/destroy.yml", f"w{size}-destroy")
@@ -781,6 +781,14 @@ def weights_table(sizes, bulk_mb, runs):
             f"{num(bulk.get('fanout_mb_s'))} ({num(bulk.get('fanout_per_peer_mb_s'))}) | "
             f"{num(bulk.get('plain_mb_s'))} |"
         )
+    resumed = {size: s["from_run"] for size, s in sizes.items() if s.get("from_run")}
+    if resumed:
+        lines += [
+            "",
+            "Measured by an earlier, interrupted run of the same code (`--resume`): "
+            + ", ".join(f"{size} nodes in run {stamp}" for size, stamp in resumed.items())
+            + ".",
+        ]
     lines += [
         "",
         f"{runs} run(s) per size; served / model target 1.0 (each file crosses the mirror "
@@ -959,14 +967,14 @@ def update_readme(table):
     write(path, f"{head}{README_START}\n{table}{README_END}{tail}")
 
 
-def resumed_sizes(path):
-    """Provisioning sizes measured by an interrupted run, each marked with that run."""
+def resumed_sizes(path, section="provisioning"):
+    """Sizes a section measured in an interrupted run, each marked with that run."""
     if not path:
         return {}
     with open(path, encoding="utf-8") as handle:
         done = json.load(handle)
     stamp = os.path.basename(path).split(".", 1)[0]
-    sizes = (done.get("provisioning") or {}).get("sizes") or {}
+    sizes = (done.get(section) or {}).get("sizes") or {}
     return {k: {**v, "from_run": v.get("from_run", stamp)} for k, v in sizes.items()}
 
 
@@ -1014,6 +1022,7 @@ def main(argv=None):
         wanted=wanted,
         weights_sizes=[int(s) for s in args.weights_sizes.split(",") if s],
         resumed=resumed_sizes(args.resume),
+        weights=resumed_sizes(args.resume, "weights"),
     )
     started = time.monotonic()
     results = {

@@ -396,6 +396,7 @@ def test_resume_keeps_the_sizes_an_interrupted_run_measured(tmp_path):
     kept = make_bench.resumed_sizes(str(partial))
     assert kept == {"2": {"x": 1, "from_run": "20261202T214700Z"}}
     assert make_bench.resumed_sizes("") == {}
+    assert make_bench.resumed_sizes(str(partial), "weights") == {}
     sizes = {
         "2": {
             "cold_s": None,
