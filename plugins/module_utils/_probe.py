@@ -53,5 +53,7 @@ def probe_error(result, what="the probe"):
     rc = result.get("rc")
     if rc in _RC_MEANING and "cmd" in result:
         binary = str(result.get("cmd") or "").split(" ", 1)[0] or what
-        return f"{binary} {_RC_MEANING[rc]} ({_first_line(result.get('stderr')) or 'rc ' + str(rc)})"
+        return (
+            f"{binary} {_RC_MEANING[rc]} ({_first_line(result.get('stderr')) or 'rc ' + str(rc)})"
+        )
     return ""
