@@ -16,7 +16,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._probe import p
 
 
 def sparkfleet_probe_error(result, what="the probe"):
-    """Why a collected result is not a real answer (host gone, module or binary missing, timeout)."""
+    """Why a collected result is not a real answer (host gone, module/binary missing, timeout)."""
     return probe_error(result, what)
 
 

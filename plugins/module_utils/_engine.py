@@ -236,7 +236,10 @@ def _mount_spec(volume):
 
 
 def host_path(profile, container_path):
-    """Where ``container_path`` lives on the node, through the profile's mounts (None: in the image)."""
+    """Where ``container_path`` lives on the node, through the profile's mounts.
+
+    None when no mount covers it (the path is inside the image).
+    """
     best = None
     for volume in (profile.get("container") or {}).get("volumes") or []:
         spec = _mount_spec(volume)
@@ -244,9 +247,9 @@ def host_path(profile, container_path):
             continue
         src, dest = spec
         dest = dest.rstrip("/") or "/"
-        if container_path == dest or container_path.startswith(dest.rstrip("/") + "/"):
-            if best is None or len(dest) > len(best[1]):
-                best = (src, dest)
+        covers = container_path == dest or container_path.startswith(dest.rstrip("/") + "/")
+        if covers and (best is None or len(dest) > len(best[1])):
+            best = (src, dest)
     if best is None:
         return None
     src, dest = best
@@ -344,10 +347,10 @@ def host_problems(host, profile, probe, image_pull=False, check_paths=True):
     for item in need["paths"] if check_paths else []:
         found = (probe.get("paths") or {}).get(item["path"], "missing")
         if found != item["kind"]:
+            state = "missing" if found == "missing" else f"a {found}, not a {item['kind']}"
             problems.append(
                 f"{host}: {item['what']} {item['container']} is mounted from {item['path']}, "
-                f"which is {'missing' if found == 'missing' else 'a ' + found + ', not a ' + item['kind']}; "
-                f"fix: stage it at {item['path']} on {host} before site.yml"
+                f"which is {state}; fix: stage it at {item['path']} on {host} before site.yml"
             )
     if need["memory"]:
         free = int(probe.get("mem_available") or 0) + int(probe.get("mem_held") or 0)

@@ -160,7 +160,8 @@ def test_a_twin_profile_needs_no_gpu_runtime_nor_device():
                 "module_stdout": "",
                 "msg": "Module result deserialization failed: No start of json char found",
             },
-            "the module did not run on the host, which is unreachable or gone (Error response from daemon: No such container: spark-4)",
+            "the module did not run on the host, which is unreachable or gone "
+            "(Error response from daemon: No such container: spark-4)",
         ),
         (
             {"unreachable": True, "msg": "Failed to connect to the host via ssh: timeout"},
