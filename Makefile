@@ -12,9 +12,9 @@ INVENTORY ?= inventory/sim
 # The twin's inventories vault their (fake) secrets like a real cluster would.
 VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twin/vault-password)
 S ?=
-SCENARIOS := $(if $(S),$(S),default two_node patches ssh)
+SCENARIOS := $(if $(S),$(S),default two_node patches canary ssh)
 
-.PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench clean
+.PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench bench-engine clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -42,7 +42,7 @@ lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck
 	$(VENV)/ansible-lint
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
-	shellcheck tools/*.sh twin/images/build.sh twin/images/node/sparksim-init twin/engine/build.sh
+	shellcheck tools/*.sh twin/images/build.sh twin/images/node/sparksim-init twin/engine/build.sh twin/mirror/entrypoint.sh
 
 sanity: setup ## ansible-test sanity on a copy of the checkout
 	bash tools/sanity.sh
@@ -65,6 +65,12 @@ test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (ea
 	  bash tools/stage.sh $$stage $(MAKE) --no-print-directory $$stage || status=1; \
 	done; \
 	echo "== stages (wall time)"; cat .cache/stages.log; exit $$status
+
+bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + README
+	$(VENV)/python tools/bench.py
+
+bench-engine: setup ## Engine benchmark of INVENTORY from its head (playbooks/bench.yml); prints the results directory
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) playbooks/bench.yml
 
 clean: demo-down ## Remove the twin and build artefacts (keeps images and .venv)
 	rm -rf .cache/sanity tests/output

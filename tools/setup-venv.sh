@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv from the frozen requirements and make the checkout resolvable as
-# sparkfleet.serving (plus community.docker, its dependency and ansible.posix, taken
-# from the ansible bundle wheel because Galaxy is not reachable). Idempotent.
+# sparkfleet.serving, plus the development collections of requirements-dev.yml (the twin's
+# and molecule's, not the shipped content's), taken from the ansible bundle wheel because
+# Galaxy is not reachable. Idempotent.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,11 @@ if [[ "$(readlink "$colls/sparkfleet/serving" 2>/dev/null)" != "../../.." ]]; th
   log "linked the checkout as sparkfleet.serving"
 fi
 
-deps=(community/docker community/library_inventory_filtering_v1 ansible/posix)
+mapfile -t deps < <(.venv/bin/python -c '
+import sys, yaml
+for c in yaml.safe_load(open(sys.argv[1]))["collections"]:
+    print(c["name"].replace(".", "/"))
+' requirements-dev.yml)
 need=0
 for d in "${deps[@]}"; do [[ -f "$colls/$d/MANIFEST.json" ]] || need=1; done
 if ((need)); then

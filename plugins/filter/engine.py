@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
+import os
+
+import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import (
     container_args,
@@ -17,6 +21,9 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
 )
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import (
     ProfileError,
+    check_settings,
+    expand_data_dir,
+    is_profile_file,
     resolve,
 )
 
@@ -59,9 +66,51 @@ def sglang_python_command(engine, api_key_set=False):
 def sglang_profile_resolve(preset, base=None, overrides=None, name="preset"):
     """A preset, the one preset it builds on, then sglang_profile_overrides."""
     try:
-        return resolve(preset, base, overrides, name)
+        return expand_data_dir(resolve(preset, base, overrides, name))
     except ProfileError as exc:
         raise AnsibleFilterError(str(exc)) from exc
+
+
+def _load_yaml(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def sglang_profile_problems(hosts, hostvars, role_path, default_profile, default_overrides):
+    """One line per problem of the hosts' profile settings, hosts with the same problem joined."""
+    presets_dir = os.path.join(role_path, "files", "presets")
+    presets = sorted(f[:-4] for f in os.listdir(presets_dir) if f.endswith(".yml"))
+    specs = _load_yaml(os.path.join(role_path, "meta", "argument_specs.yml"))["argument_specs"]
+    schema = specs["profile"]["options"]
+
+    def read(name):
+        return _load_yaml(
+            name if is_profile_file(name) else os.path.join(presets_dir, f"{name}.yml")
+        )
+
+    by_problem = {}
+    for host in hosts:
+        hv = hostvars[host]
+        name = hv.get("sglang_profile", default_profile)
+        overrides = hv.get("sglang_profile_overrides", default_overrides)
+        problems, profile = check_settings(name, overrides, presets, schema, read)
+        if profile is not None:
+            validation = ArgumentSpecValidator(schema).validate(dict(profile))
+            for message in validation.error_messages:
+                problems.append(
+                    (
+                        "sglang_profile_overrides",
+                        f"gives a profile that does not fit the schema: {message}",
+                        "give the field a value of its type (ansible-doc, entry point profile)",
+                    )
+                )
+        for variable, problem, fix in problems:
+            by_problem.setdefault((variable, problem, fix), []).append(host)
+    lines = []
+    for (variable, problem, fix), names in by_problem.items():
+        who = ", ".join(names)
+        lines.append(f"{who}: {variable} {problem}; fix: {fix}")
+    return lines
 
 
 class FilterModule:
@@ -73,4 +122,5 @@ class FilterModule:
             "sglang_nccl_env": sglang_nccl_env,
             "sglang_python_command": sglang_python_command,
             "sglang_profile_resolve": sglang_profile_resolve,
+            "sglang_profile_problems": sglang_profile_problems,
         }

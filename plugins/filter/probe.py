@@ -28,10 +28,15 @@ def sglang_host_requirements(engine):
         raise AnsibleFilterError(f"sglang_host_requirements: {exc}") from exc
 
 
-def sglang_host_problems(probe, host, engine, image_pull=False, check_paths=True):
-    """What a node lacks for the profile, each naming host, what and the fix."""
+def sglang_host_problems(probe, host, engine, image_pull=False, check_paths=True, staged=None):
+    """What a node lacks for the profile, each naming host, what and the fix.
+
+    ``staged``: host paths the weights stage of the same run provides (not required yet).
+    """
     try:
-        return host_problems(host, engine, probe, bool(image_pull), bool(check_paths))
+        return host_problems(
+            host, engine, probe, bool(image_pull), bool(check_paths), list(staged or [])
+        )
     except ValueError as exc:
         raise AnsibleFilterError(f"sglang_host_problems: {exc}") from exc
 

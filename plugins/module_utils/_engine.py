@@ -310,8 +310,11 @@ def parse_probe(text):
     return probe
 
 
-def host_problems(host, profile, probe, image_pull=False, check_paths=True):
+def host_problems(host, profile, probe, image_pull=False, check_paths=True, staged=()):
     """Problems of one node for ``profile``, each naming host, what is missing and the fix.
+
+    ``staged``: host paths a later stage of the same run provides (the weights stage's
+    model directory and chat template); they are not required yet.
 
     ``probe``: what the node reported: ``runtimes`` (docker runtime names), ``cdi``
     (CDI spec files naming nvidia.com/gpu), ``devices`` and ``paths`` ({path:
@@ -344,13 +347,18 @@ def host_problems(host, profile, probe, image_pull=False, check_paths=True):
             f"fix: load it on {host} (`docker save` on a node that has it, `docker load -i` "
             "here), or set sglang_patches_pull: true if a registry serves it"
         )
+    staged = {str(path).rstrip("/") for path in staged or () if path}
     for item in need["paths"] if check_paths else []:
+        if item["path"].rstrip("/") in staged:
+            continue
         found = (probe.get("paths") or {}).get(item["path"], "missing")
         if found != item["kind"]:
             state = "missing" if found == "missing" else f"a {found}, not a {item['kind']}"
             problems.append(
                 f"{host}: {item['what']} {item['container']} is mounted from {item['path']}, "
-                f"which is {state}; fix: stage it at {item['path']} on {host} before site.yml"
+                f"which is {state}; fix: stage it at {item['path']} on {host} before site.yml, "
+                "or let the weights stage fetch it (model_weights_enabled, model_repo and "
+                "model_revision)"
             )
     if need["memory"]:
         free = int(probe.get("mem_available") or 0) + int(probe.get("mem_held") or 0)

@@ -56,6 +56,7 @@ OWNED_ENV = {
     "HF_ENDPOINT": "the profile field hf_endpoint",
     "HF_HUB_DISABLE_XET": "the profile field hf_disable_xet",
     "HF_TOKEN": "the vaulted variable sglang_hf_token",
+    "SPARKFLEET_MODEL_REVISION": "the profile field model_revision (the pin the weights stage staged)",
 }
 # Every other HF_* key belongs to the collection's weights handling.
 OWNED_ENV_PREFIXES = {
@@ -363,11 +364,18 @@ def _check_engine(host, engine, node_count, api_key_set, report):
     pp = _rank(engine.get("pp_size")) or 1
     gpus = _rank(engine.get("__gpus_per_node")) or 1
     if nnodes != node_count:
+        need = node_count * gpus
+        # Settings that must change together are named in one message.
+        together = (
+            f" and, with it, tp_size x pp_size to {need} (now {tp * pp}, e.g. tp_size: {need})"
+            if tp and tp * pp != need
+            else ""
+        )
         report.error(
             host,
             f"{var}.nnodes",
             f"is {engine.get('nnodes')} but spark_nodes has {node_count} nodes",
-            "set sglang_profile_overrides.nnodes to the node count, or fix the inventory",
+            f"set sglang_profile_overrides.nnodes to {node_count}{together}, or fix the inventory",
         )
     if tp is None or tp < 1:
         report.error(
@@ -376,7 +384,7 @@ def _check_engine(host, engine, node_count, api_key_set, report):
             f"is {engine.get('tp_size')!r}",
             "set a positive tensor-parallel size",
         )
-    elif nnodes and tp * pp != nnodes * gpus:
+    elif nnodes == node_count and tp * pp != nnodes * gpus:
         report.error(
             host,
             f"{var}.tp_size",

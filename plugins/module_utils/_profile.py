@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import copy
+import difflib
+import os
 
 
 class ProfileError(ValueError):
@@ -38,3 +40,143 @@ def resolve(preset, base=None, overrides=None, name="preset"):
             "presets may name one base only"
         )
     return merge(merge(base or {}, preset), overrides or {})
+
+
+DATA_DIR = "{data_dir}"
+PROFILE_FILE_SUFFIXES = (".yml", ".yaml")
+
+
+def expand_data_dir(profile):
+    """Every ``{data_dir}`` in a string of the profile replaced by its ``data_dir``."""
+    data_dir = profile.get("data_dir")
+
+    def walk(value):
+        if isinstance(value, str):
+            return value.replace(DATA_DIR, str(data_dir).rstrip("/")) if data_dir else value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(profile)
+
+
+def is_profile_file(name):
+    """Whether ``sglang_profile`` names a site profile file rather than a shipped preset."""
+    return isinstance(name, str) and ("/" in name or name.endswith(PROFILE_FILE_SUFFIXES))
+
+
+def _closest(word, choices):
+    match = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+def unknown_fields(data, schema, prefix):
+    """(dotted field, closest known field) of every key of ``data`` the schema lacks."""
+    found = []
+    for key, value in (data or {}).items():
+        spec = schema.get(key)
+        if spec is None:
+            found.append((f"{prefix}{key}", _closest(key, schema)))
+        elif isinstance(value, dict) and spec.get("options"):
+            found += unknown_fields(value, spec["options"], f"{prefix}{key}.")
+    return found
+
+
+def check_settings(name, overrides, presets, schema, read):
+    """Problems of one node's ``sglang_profile``/``sglang_profile_overrides``.
+
+    ``presets`` are the shipped preset names, ``schema`` the profile fields (argument
+    spec options), ``read(path_or_preset)`` loads a profile file. Returns
+    (variable, problem, fix) triples; the resolved profile when there are none.
+    """
+    problems = []
+    fields_doc = "fields: ansible-doc -t role sparkfleet.serving.sglang, entry point profile"
+    if not isinstance(name, str) or not name:
+        return [("sglang_profile", f"is {name!r}", "name a shipped preset or a profile file")], None
+    if is_profile_file(name):
+        if not os.path.isabs(name):
+            return [
+                (
+                    "sglang_profile",
+                    f"{name!r} is a relative path",
+                    "give its absolute path, e.g. <inventory dir>/profiles/<name>.yml",
+                )
+            ], None
+        if not os.path.isfile(name):
+            return [
+                (
+                    "sglang_profile",
+                    f"file {name} does not exist on the controller",
+                    "create it or fix the path",
+                )
+            ], None
+        label = f"sglang_profile file {name}:"
+    elif name not in presets:
+        return [
+            (
+                "sglang_profile",
+                f"{name!r} is not a shipped preset{_closest(name, presets)}",
+                f"use one of {', '.join(sorted(presets))}, or a profile file's absolute path",
+            )
+        ], None
+    else:
+        label = None
+    try:
+        preset = read(name)
+    except Exception as exc:  # a site file that does not parse
+        return [
+            ("sglang_profile", f"{name} cannot be read: {exc}", "fix the YAML of the profile file")
+        ], None
+    if not isinstance(preset, dict):
+        return [("sglang_profile", f"{name} is not a mapping of profile fields", fields_doc)], None
+    base = None
+    base_name = preset.get("base")
+    if base_name is not None:
+        if base_name not in presets:
+            return [
+                (
+                    label or "sglang_profile",
+                    f"base {base_name!r} is not a shipped preset{_closest(base_name, presets)}",
+                    f"use one of {', '.join(sorted(presets))}",
+                )
+            ], None
+        base = read(base_name)
+    if label:
+        for field, hint in unknown_fields(
+            {k: v for k, v in preset.items() if k != "base"}, schema, ""
+        ):
+            problems.append(
+                (
+                    label,
+                    f"{field} is not a profile field{hint}",
+                    f"correct or remove it; {fields_doc}",
+                )
+            )
+    if not isinstance(overrides, dict):
+        problems.append(
+            (
+                "sglang_profile_overrides",
+                f"is {type(overrides).__name__}, not a mapping",
+                "give a mapping of profile fields",
+            )
+        )
+        return problems, None
+    for field, hint in unknown_fields(overrides, schema, ""):
+        problems.append(
+            (
+                f"sglang_profile_overrides.{field}",
+                f"is not a profile field{hint}",
+                f"correct or remove it; {fields_doc}",
+            )
+        )
+    if problems:
+        return problems, None
+    try:
+        profile = expand_data_dir(resolve(preset, base, overrides, name))
+    except ProfileError as exc:
+        return [
+            ("sglang_profile", str(exc), "let a profile file name one shipped preset as base")
+        ], None
+    return [], profile

@@ -107,7 +107,10 @@ CASES = {
     ),
     "nodes and nnodes disagree": (
         mutate(hosts={"spark-4": None}),
-        ["sglang_engine.nnodes is 4 but spark_nodes has 3 nodes"],
+        [
+            "sglang_engine.nnodes is 4 but spark_nodes has 3 nodes; fix: set "
+            "sglang_profile_overrides.nnodes to 3 and, with it, tp_size x pp_size to 3"
+        ],
     ),
     "tp x pp does not fit the nodes": (
         mutate(group={"sglang_profile_overrides": {"tp_size": 8}}),
@@ -205,7 +208,36 @@ CASES = {
     ),
     "unknown profile field": (
         mutate(group={"sglang_profile_overrides": {"tp_sise": 4}}),
-        ["tp_sise"],
+        [
+            "spark-1, spark-2, spark-3, spark-4: sglang_profile_overrides.tp_sise is not a "
+            "profile field (did you mean tp_size?); fix:"
+        ],
+    ),
+    "unknown nested profile field": (
+        mutate(group={"sglang_profile_overrides": {"container": {"shm_sise": "1g"}}}),
+        [
+            "sglang_profile_overrides.container.shm_sise is not a profile field "
+            "(did you mean shm_size?)"
+        ],
+    ),
+    "profile field of the wrong type": (
+        mutate(group={"sglang_profile_overrides": {"port": "eighty"}}),
+        ["sglang_profile_overrides gives a profile that does not fit the schema", "port"],
+    ),
+    "misspelt profile name": (
+        mutate(group={"sglang_profile": "qwen38_27b_tp4_dflash"}),
+        [
+            "spark-1, spark-2, spark-3, spark-4: sglang_profile 'qwen38_27b_tp4_dflash' is not "
+            "a shipped preset (did you mean qwen38_27b_tp4_dflash2?); fix: use one of"
+        ],
+    ),
+    "profile misspelt on one host only": (
+        mutate(host_extra={"spark-2": {"sglang_profile": "qwen38_27b_tp4_dflsh2"}}),
+        ["spark-2: sglang_profile 'qwen38_27b_tp4_dflsh2' is not a shipped preset"],
+    ),
+    "profile file given by a relative path": (
+        mutate(group={"sglang_profile": "profiles/mine.yml"}),
+        ["sglang_profile 'profiles/mine.yml' is a relative path; fix: give its absolute path"],
     ),
 }
 
@@ -238,3 +270,48 @@ def test_open_api_without_key_is_a_loud_warning(tmp_path):
     result = run_validate(str(tmp_path))
     assert result.returncode == 0
     assert "ANYONE ON THAT NETWORK CAN USE THE MODEL" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        {"sglang_profile": "qwen38_27b_tp4_dflash"},
+        {"sglang_profile_overrides": {"tp_sise": 4}},
+    ],
+)
+def test_a_cluster_wide_profile_error_is_one_short_message(group, tmp_path):
+    hosts, good, host_extra = mutate(group=group)
+    write_inventory(str(tmp_path), hosts, good, host_extra)
+    result = run_validate(str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    # one failed task on one host, no argument-spec dump
+    assert output.count("fatal:") == 1, output
+    assert "failed=1" in output and output.count("failed=0") == 3, output
+    assert "argument_spec_data" not in output and "Supported parameters" not in output
+    assert len(output.splitlines()) < 60, output
+
+
+def test_a_site_profile_file_with_its_own_data_dir_validates(tmp_path):
+    profile = tmp_path / "profiles" / "mine.yml"
+    profile.parent.mkdir()
+    profile.write_text(
+        yaml.safe_dump(
+            {"base": "qwen38_27b_tp4_dflash2", "data_dir": "/srv/ai", "served_model_name": "mine"}
+        ),
+        encoding="utf-8",
+    )
+    hosts, group, host_extra = mutate(group={"sglang_profile": str(profile)})
+    inventory = tmp_path / "inventory"
+    write_inventory(str(inventory), hosts, group, host_extra)
+    result = run_validate(str(inventory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    profile.write_text(
+        yaml.safe_dump({"base": "qwen38_27b_tp4_dflash2", "prot": 1}), encoding="utf-8"
+    )
+    result = run_validate(str(inventory))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert (
+        f"sglang_profile file {profile}: prot is not a profile field (did you mean port?)" in output
+    )

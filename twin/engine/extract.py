@@ -5,6 +5,8 @@ Writes, under OUT:
 
     sglang/srt/managers/tokenizer_manager.py   the real file of that release
     sglang/srt/utils/watchdog.py               the real file (SGLang >= 0.5.7 only)
+    sglang/srt/utils/common.py                 the real file, when the release has it
+                                               (its is_sm120() gate, read by sparksim.gpu)
     sglang/flags.json                          every `--flag` of the release's
                                                server_args.py, read statically
 
@@ -26,8 +28,13 @@ import zipfile
 FILES = {
     "sglang/srt/managers/tokenizer_manager.py": True,  # required
     "sglang/srt/utils/watchdog.py": False,  # absent before 0.5.7
+    # Holds is_sm120() (the exact (12, 0) gate of seed 000) in releases that have it.
+    "sglang/srt/utils/common.py": False,
 }
 SERVER_ARGS = "sglang/srt/server_args.py"
+# SGLang >= 0.5.2x declares most flags as annotated dataclass fields here
+# (``name: A[type, "help" | Arg(...)] = default``, see arg_groups/arg_utils.py).
+ARG_FIELDS = "sglang/srt/arg_groups/"
 
 
 def _literal(node, defaults):
@@ -88,6 +95,8 @@ def server_flags(source):
             kind = action.value
         elif isinstance(action, ast.Name) and action.id == "DeprecatedAction":
             kind = "deprecated"
+        elif isinstance(action, ast.Name) and action.id.endswith("StoreTrueAction"):
+            kind = "store_true"  # e.g. 0.5.23's DeprecatedStoreTrueAction
         else:
             kind = "store"
         type_node = kw.get("type")
@@ -101,6 +110,81 @@ def server_flags(source):
             "choices": _literal(kw["choices"], defaults) if "choices" in kw else None,
             "default": _literal(kw["default"], defaults) if "default" in kw else None,
         }
+        flags.append(flag)
+    return flags
+
+
+def _unwrap(node):
+    """(inner type node, optional?) of Optional[X], Union[X, None] and X | None."""
+    if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Optional":
+        return node.slice, True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        for side in (node.left, node.right):
+            if not (isinstance(side, ast.Constant) and side.value is None):
+                return side, True
+    if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Union":
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        rest = [e for e in elts if not (isinstance(e, ast.Constant) and e.value is None)]
+        if rest:
+            return rest[0], True
+    return node, False
+
+
+def field_flags(source):
+    """Flags of every ``A[type, "help" | Arg(...)]`` field (arg_utils' own derivation rules)."""
+    flags = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        ann = node.annotation
+        if not isinstance(ann, ast.Subscript):
+            continue
+        if getattr(ann.value, "id", "") not in ("A", "Annotated"):
+            continue
+        parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else []
+        if len(parts) < 2:
+            continue
+        meta = parts[1]
+        if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
+            kw = {}
+        elif isinstance(meta, ast.Call) and getattr(meta.func, "id", "") == "Arg":
+            kw = {k.arg: k.value for k in meta.keywords if k.arg}
+        else:
+            continue
+        if _literal(kw["no_cli"], {}) if "no_cli" in kw else False:
+            continue
+        name = node.target.id
+        cli = _literal(kw["cli_name"], {}) if "cli_name" in kw else None
+        names = [cli or "--" + name.replace("_", "-")]
+        names += _literal(kw["aliases"], {}) or [] if "aliases" in kw else []
+        inner, _optional = _unwrap(parts[0])
+        flag = {
+            "names": names,
+            "dest": name,
+            "action": "store",
+            "type": "str",
+            "nargs": _literal(kw["nargs"], {}) if "nargs" in kw else None,
+            "choices": _literal(kw["choices"], {}) if "choices" in kw else None,
+            "default": _literal(node.value, {}) if node.value is not None else None,
+        }
+        kind = getattr(inner, "id", None) or getattr(getattr(inner, "value", None), "id", None)
+        if "action" in kw:
+            action = _literal(kw["action"], {})
+            flag["action"] = action if action in ("store_true", "store_false") else "store"
+            if flag["action"] == "store" and not isinstance(kw["action"], ast.Constant):
+                flag["nargs"] = flag["nargs"] or "?"
+        elif kind == "Literal":
+            values = _literal(inner.slice, {})
+            values = values if isinstance(values, list) else [values]
+            flag["choices"] = flag["choices"] or values
+            if values and isinstance(values[0], (int, float)) and not isinstance(values[0], bool):
+                flag["type"] = type(values[0]).__name__
+        elif kind in ("list", "List"):
+            flag["nargs"] = flag["nargs"] or "+"
+        elif kind == "bool":
+            flag["action"] = "store_true"
+        elif kind in ("int", "float"):
+            flag["type"] = kind
         flags.append(flag)
     return flags
 
@@ -126,6 +210,12 @@ def main(argv=None):
             stamp = time.mktime((*info.date_time, 0, 0, -1))
             os.utime(target, (stamp, stamp))
         flags = server_flags(wheel.read(SERVER_ARGS).decode()) if SERVER_ARGS in names else []
+        seen = {n for flag in flags for n in flag["names"]}
+        for member in sorted(n for n in names if n.startswith(ARG_FIELDS) and n.endswith(".py")):
+            for flag in field_flags(wheel.read(member).decode()):
+                if not seen.intersection(flag["names"]):
+                    flags.append(flag)
+                    seen.update(flag["names"])
     target = os.path.join(args.out, "sglang", "flags.json")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:

@@ -5,8 +5,9 @@
 #   node-ssh  node + sudo and a non-root operator (tiger), for the ssh inventories
 #   engine  the SGLang stand-in (twin/engine/build.sh): 0.5.9, its unchecked-hash
 #           .pyc variant, and 0.5.12
+#   mirror  the Hugging Face mirror (olah from pinned wheels, the twin's model repos)
 # Each image carries a label with the hash of its inputs and is rebuilt only when
-# they change. Usage: build.sh [base|node|node-ssh|engine|all]...
+# they change. Usage: build.sh [base|node|node-ssh|engine|mirror|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +15,8 @@ root=$(cd "$here/../.." && pwd)
 BASE_IMAGE=${SPARKSIM_BASE_IMAGE:-sparkfleet-twin/base:bookworm}
 NODE_IMAGE=${SPARKSIM_NODE_IMAGE:-sparkfleet-twin/node:bookworm}
 NODE_SSH_IMAGE=${SPARKSIM_NODE_SSH_IMAGE:-sparkfleet-twin/node-ssh:bookworm}
+MIRROR_IMAGE=${SPARKSIM_MIRROR_IMAGE:-sparkfleet-twin/mirror:olah}
+MIRROR_WHEELS=${SPARKSIM_MIRROR_WHEELS:-$root/.cache/mirror-wheels}
 base_packages=python3,iproute2,iputils-ping,procps,ca-certificates,tini
 
 log() { printf 'twin-images: %s\n' "$*"; }
@@ -91,11 +94,36 @@ build_node_ssh() {
   log "built $NODE_SSH_IMAGE"
 }
 
+build_mirror() {
+  local want ctx python=python3
+  [[ -x "$root/.venv/bin/python" ]] && python="$root/.venv/bin/python"
+  want=$( { current_label "$BASE_IMAGE"; cat "$root"/twin/mirror/*; } | sha256sum | cut -c1-16)
+  if [[ "$(current_label "$MIRROR_IMAGE")" == "$want" ]]; then
+    log "$MIRROR_IMAGE is current"
+    return
+  fi
+  mkdir -p "$MIRROR_WHEELS"
+  # The base image's python is 3.11 like this host's: wheels fetched here install there.
+  log "fetching the mirror's pinned wheels into $MIRROR_WHEELS"
+  "$python" -m pip download -q --disable-pip-version-check --only-binary=:all: \
+    -r "$root/twin/mirror/requirements.txt" -d "$MIRROR_WHEELS" >&2
+  ctx=$(mktemp -d)
+  trap 'rm -rf "$ctx"' RETURN
+  cp "$root"/twin/mirror/* "$ctx/"
+  cp -r "$MIRROR_WHEELS" "$ctx/wheels"
+  log "building $MIRROR_IMAGE"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
+    -t "$MIRROR_IMAGE" "$ctx" >/dev/null
+  log "built $MIRROR_IMAGE ($(docker image inspect -f '{{.Size}}' "$MIRROR_IMAGE" | numfmt --to=iec))"
+}
+
 build_engine() {
   "$root/twin/engine/build.sh"
   "$root/twin/engine/build.sh" --pyc-mode unchecked-hash
   # A newer release, whose patch anchors sit elsewhere: a new image pin on the twin.
   "$root/twin/engine/build.sh" --version 0.5.12
+  # The release with the exact (12, 0) is_sm120() gate (DS4-F canary on the 2-node twin).
+  "$root/twin/engine/build.sh" --version 0.5.23
 }
 
 targets=("$@")
@@ -106,7 +134,8 @@ for target in "${targets[@]}"; do
     node) build_base; build_node ;;
     node-ssh) build_base; build_node; build_node_ssh ;;
     engine) build_base; build_engine ;;
-    all) build_base; build_node; build_engine ;;
-    *) log "unknown target $target (base|node|node-ssh|engine|all)"; exit 2 ;;
+    mirror) build_base; build_mirror ;;
+    all) build_base; build_node; build_node_ssh; build_engine; build_mirror ;;
+    *) log "unknown target $target (base|node|node-ssh|engine|mirror|all)"; exit 2 ;;
   esac
 done

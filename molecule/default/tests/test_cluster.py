@@ -26,6 +26,10 @@ NAMES = sorted(NODES, key=lambda h: NODES[h]["spark_rank"])
 HEAD = NAMES[0]
 KEY = NODES[HEAD]["sglang_api_key"]
 EXPECTED_GID = {0: 7, 1: 7, 2: 5, 3: 5}  # the seed's layout (Pitfall 2)
+# The twin's mirror and the commits of its model repositories (twin/mirror/build_repos.py).
+TWIN_MIRROR = "http://192.168.3.250:8090"
+TWIN_MODEL_REV = "831ef89418185caf007200f207be19b8b92d7e21"
+TWIN_DRAFT_REV = "4ac209fd791f3af942643f3f12b5bd90679a899a"
 
 PATCHED = {
     "/sgl-workspace/sglang/python/sglang/srt/managers/tokenizer_manager.py",
@@ -76,7 +80,16 @@ def expected_launch(rank):
         ("-e", "GLOO_SOCKET_IFNAME=enP7s7"),
         ("-e", f"SGLANG_HOST_IP={NODES[NAMES[rank]]['ansible_host']}"),
     ]
-    flags = [(f, "10" if f == "--watchdog-timeout" else v) for f, v in engine_flags(command)]
+    # Weights (issue 9): the twin's mirror and pins; every model staged, so the engine
+    # boots offline (a deliberate difference from the seed), and the launch pins the
+    # main model's revision so a new revision restarts the ranks.
+    opts = [
+        ("-e", f"HF_ENDPOINT={TWIN_MIRROR}") if v and v.startswith("HF_ENDPOINT=") else (o, v)
+        for o, v in opts
+    ]
+    opts += [("-e", "HF_HUB_OFFLINE=1"), ("-e", f"SPARKFLEET_MODEL_REVISION={TWIN_MODEL_REV}")]
+    overrides = {"--watchdog-timeout": "10", "--speculative-draft-model-revision": TWIN_DRAFT_REV}
+    flags = [(f, overrides.get(f, v)) for f, v in engine_flags(command)]
     return opts, "sparkfleet-twin/sglang:0.5.9", flags
 
 
@@ -287,3 +300,58 @@ def test_status_report_shows_every_node_and_a_healthy_head():
             "current",
         ]
     assert "API 0.0.0.0:8081 on spark-1: healthy, serving qwen3.8-27b" in plain
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [(HEAD, "/usr/local/sbin/sparkfleet-cluster"), (HEAD, "/usr/local/sbin/sparkfleet-watchdog")]
+    + [(n, "/usr/local/sbin/sparkfleet-remote") for n in NAMES[1:]],
+)
+def test_control_scripts_pass_shellcheck(name, path):
+    script = node(name).file(path).content_string
+    result = subprocess.run(
+        ["shellcheck", "-"], input=script, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def test_watchdog_runs_from_cron_on_the_head_only():
+    cron = node(HEAD).file("/etc/cron.d/sparkfleet-watchdog")
+    assert cron.mode == 0o644
+    assert re.search(
+        r"^\* \* \* \* \* root /usr/local/sbin/sparkfleet-watchdog run ", cron.content_string, re.M
+    )
+    assert node(HEAD).process.filter(comm="cron")
+    for name in NAMES[1:]:
+        assert not node(name).file("/etc/cron.d/sparkfleet-watchdog").exists
+
+
+def test_control_key_is_private_and_host_keys_are_pinned():
+    head = node(HEAD)
+    assert head.file("/etc/sparkfleet/ssh").mode == 0o700
+    key = head.file("/etc/sparkfleet/ssh/control_ed25519")
+    assert (key.user, key.mode) == ("root", 0o600)
+    known = head.file("/etc/sparkfleet/ssh/known_hosts").content_string.splitlines()
+    for name in NAMES[1:]:
+        hostkey = node(name).file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.split()[:2]
+        assert f"{NODES[name]['ansible_host']} {' '.join(hostkey)}" in known
+    config = json.loads(head.file("/etc/sparkfleet/cluster.json").content_string)
+    assert [r["host"] for r in config["ranks"]] == NAMES
+    assert "api_key" not in json.dumps(config)
+
+
+def test_workers_allow_the_control_user_one_command():
+    for name in NAMES[1:]:
+        host = node(name)
+        sudoers = host.file("/etc/sudoers.d/sparkfleet-remote")
+        assert (sudoers.user, sudoers.mode) == ("root", 0o440)
+        assert 'sparkfleet ALL=(root) NOPASSWD: /usr/local/sbin/sparkfleet-remote ""' in (
+            sudoers.content_string
+        )
+        keys = host.file("/var/lib/sparkfleet-remote/.ssh/authorized_keys")
+        assert (keys.user, keys.mode) == ("sparkfleet", 0o600)
+        assert keys.content_string.startswith(
+            f'restrict,from="{NODES[HEAD]["ansible_host"]}",command="/usr/bin/sudo -n '
+        )
+        # no password: the key is the only way in
+        assert host.check_output("getent shadow sparkfleet").split(":")[1] == "*"

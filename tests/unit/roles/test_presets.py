@@ -19,19 +19,22 @@ def load(path):
         return yaml.safe_load(handle)
 
 
-SPEC = load(os.path.join(ROLE, "meta", "argument_specs.yml"))["argument_specs"]["main"]["options"]
-FIELDS = SPEC["sglang_profile_overrides"]["options"]
+SPECS = load(os.path.join(ROLE, "meta", "argument_specs.yml"))["argument_specs"]
+SPEC = SPECS["main"]["options"]
+FIELDS = SPECS["profile"]["options"]
 NAMES = sorted(f[:-4] for f in os.listdir(PRESETS) if f.endswith(".yml"))
 
 
 def resolve(name, overrides=None):
     data = load(os.path.join(PRESETS, f"{name}.yml"))
     base = load(os.path.join(PRESETS, f"{data['base']}.yml")) if "base" in data else None
-    return _profile.resolve(data, base, overrides, name)
+    return _profile.expand_data_dir(_profile.resolve(data, base, overrides, name))
 
 
-def test_the_choices_list_every_preset():
-    assert sorted(SPEC["sglang_profile"]["choices"]) == NAMES
+def test_the_documentation_lists_every_preset():
+    text = " ".join(SPEC["sglang_profile"]["description"])
+    for name in NAMES:
+        assert f"C({name})" in text, name
     assert SPEC["sglang_profile"]["default"] in NAMES
 
 
@@ -82,3 +85,65 @@ def test_overrides_merge_recursively_and_lists_replace():
 def test_bad_preset_chains_are_refused(preset, base, message):
     with pytest.raises(_profile.ProfileError, match=message):
         _profile.resolve(preset, base)
+
+
+def test_data_dir_moves_every_host_path_with_one_override():
+    seed = resolve("qwen38_27b_tp4_dflash2")
+    assert seed["model_path"] == "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead"
+    moved = resolve("qwen38_27b_tp4_dflash2", {"data_dir": "/srv/sparkfleet/"})
+    assert moved["model_path"] == "/srv/sparkfleet/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead"
+    assert moved["container"]["volumes"] == [
+        "/srv/sparkfleet/.config/qwen38/sglang-cache:/cache",
+        "/srv/sparkfleet/.cache/huggingface:/root/.cache/huggingface",
+        "/srv/sparkfleet/.config/qwen38:/out",
+        "/srv/sparkfleet/models:/srv/sparkfleet/models",
+    ]
+    for name in NAMES:
+        flat = yaml.safe_dump(resolve(name, {"data_dir": "/x"}))
+        assert "/home/tiger" not in flat, name
+        assert "{data_dir}" not in flat, name
+
+
+def read_preset(name):
+    return load(name if _profile.is_profile_file(name) else os.path.join(PRESETS, f"{name}.yml"))
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "variable", "words"),
+    [
+        ("qwen38_27b_tp4_dflash", {}, "sglang_profile", ["did you mean qwen38_27b_tp4_dflash2?"]),
+        ("qwen38_27b_tp4_dflash2", {"tp_sise": 4}, "sglang_profile_overrides.tp_sise", ["tp_size"]),
+        (
+            "qwen38_27b_tp4_dflash2",
+            {"speculative": {"num_draft_tokenz": 4}},
+            "sglang_profile_overrides.speculative.num_draft_tokenz",
+            ["num_draft_tokens"],
+        ),
+        ("profiles/mine.yml", {}, "sglang_profile", ["relative path"]),
+        ("/nonexistent/mine.yml", {}, "sglang_profile", ["does not exist"]),
+    ],
+)
+def test_check_settings_names_variable_and_closest_fix(name, overrides, variable, words):
+    problems, profile = _profile.check_settings(name, overrides, NAMES, FIELDS, read_preset)
+    assert profile is None
+    assert len(problems) == 1, problems
+    assert problems[0][0] == variable
+    for word in words:
+        assert word in problems[0][1] + problems[0][2]
+
+
+def test_a_site_profile_file_builds_on_a_preset(tmp_path):
+    site = tmp_path / "mine.yml"
+    site.write_text(
+        yaml.safe_dump({"base": "qwen38_27b_tp4_dflash2", "data_dir": "/srv/ai", "port": 8090}),
+        encoding="utf-8",
+    )
+    problems, profile = _profile.check_settings(str(site), {}, NAMES, FIELDS, read_preset)
+    assert problems == []
+    assert profile["port"] == 8090
+    assert profile["model_path"].startswith("/srv/ai/models/")
+    assert profile["tp_size"] == 4
+    site.write_text(yaml.safe_dump({"base": "qwen38_27b_tp4_dflash2", "prot": 1}), encoding="utf-8")
+    problems, profile = _profile.check_settings(str(site), {}, NAMES, FIELDS, read_preset)
+    assert profile is None
+    assert "prot is not a profile field (did you mean port?)" in problems[0][1]

@@ -86,6 +86,59 @@ def hf_cache_has(repo_id, revision=None):
     return bool(os.listdir(snapshots))
 
 
+def hf_cache_snapshot(repo_id, revision=None):
+    """The cached snapshot of repo_id at revision when every file in it resolves, else None.
+
+    Like huggingface_hub offline: a revision that is not a commit is looked up in refs/.
+    """
+    hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"), "hub"
+    )
+    root = os.path.join(hub, "models--" + repo_id.replace("/", "--"))
+    commit = revision or "main"
+    if not re.match(r"^[0-9a-f]{40}$", commit):
+        try:
+            with open(os.path.join(root, "refs", commit), encoding="utf-8") as handle:
+                commit = handle.read().strip()
+        except OSError:
+            return None
+    snapshot = os.path.join(root, "snapshots", commit)
+    if not os.path.isfile(os.path.join(snapshot, "config.json")):
+        return None
+    for dirpath, _dirs, names in os.walk(snapshot):
+        for name in names:
+            if not os.path.exists(os.path.join(dirpath, name)):  # dangling blob link
+                return None
+    return snapshot
+
+
+def check_model_revision(path, revision):
+    """The staged model at path must be the pinned revision (its sparkfleet manifest says so)."""
+    if not revision:
+        return
+    manifest = os.path.join(path, ".sparkfleet-manifest.json")
+    try:
+        with open(manifest, encoding="utf-8") as handle:
+            staged = json.load(handle).get("commit")
+    except (OSError, ValueError, AttributeError):
+        staged = None
+    if staged != revision:
+        raise ModelError(
+            f"ValueError: the model at {path} is revision {staged or 'unknown (no manifest)'}, "
+            f"the launch pins {revision}"
+        )
+
+
+def check_chat_template(template):
+    """A template given as a file must exist (SGLang fails at boot otherwise)."""
+    if (
+        template
+        and (template.endswith(".jinja") or "/" in template)
+        and not os.path.isfile(template)
+    ):
+        raise ModelError(f"FileNotFoundError: chat template {template} does not exist")
+
+
 def model_config(path):
     """config.json of a local model dir ({} when absent or unreadable)."""
     try:
@@ -110,3 +163,15 @@ def context_length(path, override=None):
     ):
         return text_config["max_position_embeddings"]
     return DEFAULT_CONTEXT_LEN
+
+
+def wrong(word):
+    """A wrongly accepted draft token: the last character moves on by one."""
+    if not word:
+        return word
+    last = word[-1]
+    if last.isdigit():
+        return word[:-1] + str((int(last) + 1) % 10)
+    if last.isalpha():
+        return word[:-1] + ("a" if last in "zZ" else chr(ord(last) + 1))
+    return word + "~"

@@ -24,7 +24,7 @@ import time
 import traceback
 
 from sparksim import args as argmod
-from sparksim import dist, log, model, netinfo, upstream
+from sparksim import dist, gpu, log, model, netinfo, upstream
 
 logger = logging.getLogger("sglang.srt.managers.scheduler")
 
@@ -157,6 +157,14 @@ class Scheduler:
         self.watchdog = None
         self._decode_tic = time.perf_counter()
         self._decode_tokens = 0
+        # Seed 000's graphs-on / speculative failure class, per profile: after this
+        # many finished requests the next one stalls in the decode step until the
+        # real WatchdogRaw kills the tree (0: never).
+        self.stall_after = int(_env_float("SPARKSIM_STALL_AFTER", 0))
+        # Profile C: draft tokens accepted wrongly, so answers come out wrong.
+        self.wrong_tokens = os.environ.get("SPARKSIM_WRONG_TOKENS", "0") == "1"
+        self.accept_rate = _env_float("SPARKSIM_ACCEPT_RATE", 1.0)
+        self.completed = 0
 
     # ---- start-up --------------------------------------------------------
     def init_distributed(self):
@@ -253,6 +261,27 @@ class Scheduler:
             logger.error(f"cross-node channels: {exc}")
             raise StartupError(str(exc)) from None
 
+    def check_gpu(self):
+        """A DeepSeek-V4 model on an SM12x GPU goes through the release's SM120 gate."""
+        cap = gpu.capability()
+        if cap is None or cap[0] != 12:
+            return
+        config = model.model_config(self.args.model_path)
+        if not gpu.is_deepseek_v4(config):
+            return
+        accepted = gpu.sm120_gate(cap)
+        if accepted is None:
+            logger.info(f"Compute capability {cap}: this release has no is_sm120() gate")
+            return
+        where = os.path.relpath(gpu.COMMON, upstream.SGLANG_PYTHON_ROOT)
+        if not accepted:
+            raise StartupError(
+                f"{(config.get('architectures') or ['DeepSeek-V4'])[0]} needs the SM120 "
+                f"kernel path, but is_sm120() in {where} returns False on compute capability "
+                f"{cap[0]}.{cap[1]} (it accepts exactly (12, 0); GB10 reports (12, 1))"
+            )
+        logger.info(f"Compute capability {cap}: is_sm120() in {where} accepts it")
+
     def load(self):
         graphs = not self.args.disable_cuda_graph
         weights_s = self.boot_s * (0.7 if graphs else 1.0)
@@ -332,6 +361,10 @@ class Scheduler:
                 self.cur_batch = None
             elif op == "wedge":
                 self.run_batch([f"Req(rid={msg.get('rid')}, max_new_tokens={msg.get('n')})"])
+            elif op == "stall":
+                self.run_batch_stalled(
+                    [f"Req(rid={msg.get('rid')}, max_new_tokens={msg.get('n')})"]
+                )
 
     def _handle(self, tag, msg):
         if msg is None:
@@ -366,6 +399,15 @@ class Scheduler:
             self._handle(tag, msg)
             block = False
 
+    def _stalls(self, req):
+        """Seed 000: after a few good completions a graphs-on decode step never returns."""
+        return (
+            self.stall_after > 0
+            and self.completed >= self.stall_after
+            and not req.health
+            and not req.warmup
+        )
+
     def _wedges(self, req):
         """Seed Pitfall 3: a request shorter than the draft window never finishes verify."""
         return (
@@ -392,6 +434,8 @@ class Scheduler:
                 for req in admitted:
                     if self._wedges(req):
                         self._forward_wedge(req)
+                    elif self._stalls(req):
+                        self._forward_stall(req)
             if not self.running:
                 deadline = time.perf_counter()
                 continue
@@ -429,6 +473,24 @@ class Scheduler:
                 conn.send({"op": "wedge", "rid": req.rid, "n": req.max_new})
         self.run_batch(list(self.running.values()))
 
+    def _forward_stall(self, req):
+        if self.server is not None:
+            for conn in self.server.conns.values():
+                conn.send({"op": "stall", "rid": req.rid, "n": req.max_new})
+        self.run_batch_stalled(list(self.running.values()))
+
+    def run_batch_stalled(self, batch):
+        self.cur_batch = batch
+        self.forward_decode_cuda_graph(batch)
+
+    def forward_decode_cuda_graph(self, batch):
+        # The scheduler stall of seed 000 (B, C, D): a decode step that never
+        # completes, so forward_ct stops and the watchdog fires.
+        self.cuda_graph_replay(batch)
+
+    def cuda_graph_replay(self, batch):
+        threading.Event().wait()
+
     def run_batch(self, batch):
         self.cur_batch = batch
         self.forward_batch_speculative_generation(batch)
@@ -455,11 +517,15 @@ class Scheduler:
                 else:
                     req.emitted += 1
                     self._decode_tokens += 1
+                    if self.wrong_tokens and req.natural:
+                        word = model.wrong(word)
                     if req.emitted >= req.max_new:
                         finish = "length"
             items.append([rid, word, finish])
             if finish:
                 del self.running[rid]
+                if not req.health and not req.warmup:
+                    self.completed += 1
         if items:
             self.ipc.send({"op": "out", "items": items})
 
@@ -474,7 +540,7 @@ class Scheduler:
             f"token usage: 0.00, "
         )
         if self.window:
-            msg += "accept len: 1.00, accept rate: 1.00, "
+            msg += f"accept len: {1 + self.accept_rate:.2f}, accept rate: {self.accept_rate:.2f}, "
         msg += (
             f"cuda graph: {graph}, gen throughput (token/s): {rate:.2f}, "
             f"#queue-req: {len(self.waiting)}, "
@@ -491,6 +557,7 @@ def run_scheduler_process(args, ipc_sock, pipe_writer):
     scheduler = None
     try:
         scheduler = Scheduler(args, ipc_sock)
+        scheduler.check_gpu()
         scheduler.init_distributed()
         scheduler.load()
         scheduler.start_watchdog()

@@ -81,6 +81,12 @@ def _check_inputs(args):
     except model.ModelError as exc:
         logger.error(str(exc))
         return False
+    try:
+        model.check_model_revision(args.model_path, os.environ.get("SPARKFLEET_MODEL_REVISION"))
+        model.check_chat_template(getattr(args, "chat_template", None))
+    except model.ModelError as exc:
+        logger.error(str(exc))
+        return False
     draft = args.speculative_draft_model_path
     if draft and not os.path.isdir(draft):
         if draft.startswith(("/", ".", "~")) or draft.count("/") != 1:
@@ -89,9 +95,24 @@ def _check_inputs(args):
                 "Hugging Face repo id"
             )
             return False
-        if not model.hf_cache_has(draft, args.speculative_draft_model_revision):
+        revision = args.speculative_draft_model_revision
+        if os.environ.get("HF_HUB_OFFLINE", "") in ("1", "true", "True", "ON", "YES"):
+            # As huggingface_hub does offline: only a complete cached snapshot will do.
+            snapshot = model.hf_cache_snapshot(draft, revision)
+            if snapshot is None:
+                logger.error(
+                    "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate "
+                    f"cached snapshot folder for {draft} at revision {revision or 'main'} "
+                    "on the local "
+                    "disk and outgoing traffic has been disabled (HF_HUB_OFFLINE=1)."
+                )
+                return False
+            logger.info(
+                f"Draft model {draft} loaded from the local cache: {snapshot} (HF_HUB_OFFLINE=1)"
+            )
+        elif not model.hf_cache_has(draft, revision):
             logger.warning(
-                f"Draft model {draft} (revision {args.speculative_draft_model_revision or 'main'}) "
+                f"Draft model {draft} (revision {revision or 'main'}) "
                 "is not in the local Hugging Face cache; the twin does not download it"
             )
     return True

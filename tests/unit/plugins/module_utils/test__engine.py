@@ -19,11 +19,15 @@ PRESETS = os.path.join(
 )
 
 
-def preset(name):
+def raw(name):
     with open(os.path.join(PRESETS, f"{name}.yml"), encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    base = preset(data["base"]) if "base" in data else None
-    return _profile.resolve(data, base)
+        return yaml.safe_load(handle)
+
+
+def preset(name):
+    data = raw(name)
+    base = raw(data["base"]) if "base" in data else None
+    return _profile.expand_data_dir(_profile.resolve(data, base))
 
 
 # Seed 002, section 6: the flags after `python3 -m sglang.launch_server`, rank 2.

@@ -132,6 +132,21 @@ def test_pull_allowed_and_paths_off():
     assert _engine.host_problems("spark-1", SEED, probe, image_pull=True, check_paths=False) == []
 
 
+def test_what_the_weights_stage_stages_is_not_required_yet():
+    # A fresh rack: neither the model directory nor the chat template is there yet.
+    probe = GOOD_PROBE.replace("jinja\tfile", "jinja\tmissing").replace("LMHead\tdir", "LMHead\tmissing")
+    staged = [
+        "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead/",
+        "/home/tiger/.config/qwen38/chat-template-sglang.jinja",
+    ]
+    assert _engine.host_problems("spark-1", SEED, probe, staged=staged) == []
+    # Only what nobody stages is still required: here the chat template.
+    problems = _engine.host_problems("spark-1", SEED, probe, staged=staged[:1])
+    assert len(problems) == 1
+    assert "chat template (chat_template)" in problems[0]
+    assert "which is missing; fix:" in problems[0]
+
+
 def test_a_twin_profile_needs_no_gpu_runtime_nor_device():
     twin = dict(SEED, container=dict(SEED_CONTAINER, gpus=None, devices=[], memory="2g"))
     probe = "runtimes\trunc\nimage\tsha256:x\n" + "\n".join(GOOD_PROBE.splitlines()[3:6])
@@ -208,6 +223,7 @@ def test_probe_error(result, expected):
         ("PYTHONDONTWRITEBYTECODE", "Pitfall 6"),
         ("HF_ENDPOINT", "hf_endpoint"),
         ("HF_HUB_OFFLINE", "Hugging Face settings"),
+        ("SPARKFLEET_MODEL_REVISION", "model_revision"),
         ("SGLANG_HOST_IP", "sglang_nccl_socket_ifname"),
         ("GLOO_SOCKET_IFNAME", "sglang_nccl_socket_ifname"),
         ("SGLANG_API_KEY", "sglang_api_key"),

@@ -1,0 +1,338 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Pure logic of weight staging: pins, the store layout, manifests, verification.
+
+A staged revision lives in ``<store>/<org>--<repo>/<commit>/`` with the manifest
+``.sparkfleet-manifest.json`` beside the files (repo, revision, commit, per-file size,
+sha256 and the mirror's etag). While it is being filled it is called
+``.<commit>.partial``; it is renamed into place only when every file is verified.
+Each node keeps ``.sparkfleet-verified.json`` (size, mtime, inode of every file when it
+was last hashed), so a re-run re-hashes only files whose stat changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+MANIFEST = ".sparkfleet-manifest.json"
+VERIFIED = ".sparkfleet-verified.json"
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+CHUNK = 8 * 1024 * 1024
+
+
+def pin_error(var, value):
+    """Why ``value`` is not a usable pin for ``var`` (None when it is one)."""
+    if value is None or str(value).strip() == "":
+        return f"{var} is not set; fix: pin it to the 40-character commit sha of the revision"
+    text = str(value)
+    if COMMIT_RE.match(text):
+        return None
+    if re.match(r"^[0-9a-fA-F]+$", text):
+        return f"{var} {text!r} is not a full commit sha; fix: pin the full 40-character sha"
+    return (
+        f"{var} {text!r} is a branch or tag name, which moves; fix: pin the 40-character "
+        "commit sha it points at"
+    )
+
+
+def repo_key(repo):
+    """Directory name of a repo in the store (``org--name``)."""
+    return str(repo).replace("/", "--")
+
+
+def hf_cache_dirname(repo):
+    """Directory name of a model repo in the Hugging Face cache."""
+    return "models--" + repo_key(repo)
+
+
+def revision_dir(store, repo, commit):
+    return os.path.join(store, repo_key(repo), commit)
+
+
+def partial_dir(store, repo, commit):
+    return os.path.join(store, repo_key(repo), f".{commit}.partial")
+
+
+def git_blob_sha1(path):
+    """The git blob id of a file (what the mirror's ETag carries for non-LFS files)."""
+    digest = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tree_entries(tree):
+    """Files of a mirror tree listing as manifest entries.
+
+    ``tree`` is the JSON of ``/api/models/<repo>/tree/<sha>?recursive=true`` (a list of
+    dicts with type, path, size, oid and, for LFS files, lfs.oid/lfs.size) or the
+    equivalent dicts built from huggingface_hub's RepoFile objects.
+    """
+    files = []
+    for entry in tree or []:
+        if entry.get("type", "file") != "file":
+            continue
+        lfs = entry.get("lfs") or {}
+        sha256 = lfs.get("oid") or lfs.get("sha256")
+        if sha256 and sha256.startswith("sha256:"):
+            sha256 = sha256.split(":", 1)[1]
+        files.append(
+            {
+                "path": entry["path"],
+                "size": int(lfs.get("size") or entry.get("size") or 0),
+                "sha256": sha256 or None,
+                "git_oid": entry.get("oid") or entry.get("blob_id"),
+                "etag": sha256 or entry.get("oid") or entry.get("blob_id"),
+            }
+        )
+    return sorted(files, key=lambda f: f["path"])
+
+
+def verify_file(path, entry):
+    """(ok, expected, got) for a file against its manifest entry.
+
+    With a sha256 in the entry (LFS files from the mirror, every file of a manifest)
+    the file's sha256 must match. Without one (a small non-LFS file listed by the
+    mirror, which gives only its git blob id) the git blob id must match, and the
+    entry gains the file's sha256 for the manifest.
+    """
+    if not os.path.isfile(path):
+        return False, entry.get("sha256") or entry.get("git_oid"), "missing"
+    size = os.path.getsize(path)
+    if entry.get("size") is not None and size != int(entry["size"]):
+        return False, f"{entry['size']} bytes", f"{size} bytes"
+    if entry.get("sha256"):
+        got = sha256_file(path)
+        return got == entry["sha256"], f"sha256 {entry['sha256']}", f"sha256 {got}"
+    got = git_blob_sha1(path)
+    if got != entry.get("git_oid"):
+        return False, f"git blob {entry.get('git_oid')}", f"git blob {got}"
+    entry["sha256"] = sha256_file(path)
+    return True, f"git blob {got}", f"git blob {got}"
+
+
+def stat_record(path):
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino}
+
+
+def same_stat(a, b):
+    """True when two stat records (size, mtime_ns, inode) describe the same file state."""
+    keys = ("size", "mtime_ns", "ino")
+    return bool(a) and bool(b) and all(a.get(k) == b.get(k) for k in keys)
+
+
+def files_to_rehash(manifest, verified, stats, full=False):
+    """Manifest paths whose stat differs from the last verification (all when full)."""
+    out = []
+    for entry in manifest.get("files", []):
+        path = entry["path"]
+        if full or not same_stat(stats.get(path), verified.get(path)):
+            out.append(path)
+    return out
+
+
+def manifest_matches(manifest, repo, commit):
+    """Error text when a manifest does not describe repo@commit (None when it does)."""
+    if not isinstance(manifest, dict):
+        return "no readable manifest"
+    if manifest.get("repo") != repo:
+        return f"manifest names repo {manifest.get('repo')!r}, not {repo!r}"
+    if manifest.get("commit") != commit:
+        return f"manifest names commit {manifest.get('commit')!r}, not {commit!r}"
+    if not isinstance(manifest.get("files"), list) or not manifest["files"]:
+        return "manifest lists no files"
+    return None
+
+
+def mismatch_message(node, repo, path, expected, got):
+    return (
+        f"{node}: {repo}/{path} failed verification: expected {expected}, got {got}; "
+        "the bad copy was removed from the staging directory (the engine never loads it)"
+    )
+
+
+def disk_error(node, where, needed, free, headroom=0):
+    """Error text when ``free`` bytes at ``where`` cannot hold ``needed`` (+headroom)."""
+    if needed + headroom <= free:
+        return None
+    return (
+        f"{node}: {where} has {human(free)} free, staging the weights needs {human(needed)}"
+        + (f" plus {human(headroom)} headroom" if headroom else "")
+        + "; fix: free space there or point model_path at a larger filesystem"
+    )
+
+
+def human(count):
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def container_to_host(path, volumes):
+    """Host path of a container path through the profile's ``-v host:container[:opts]``.
+
+    The longest matching container mount wins; None when no volume holds the path.
+    """
+    if not path or not str(path).startswith("/"):
+        return None
+    best = None
+    for volume in volumes or []:
+        parts = str(volume).split(":")
+        if len(parts) < 2:
+            continue
+        host, inside = parts[0], parts[1].rstrip("/") or "/"
+        inside_it = path == inside or path.startswith(inside.rstrip("/") + "/")
+        if inside_it and (best is None or len(inside) > len(best[1])):
+            best = (host.rstrip("/") or "/", inside)
+    if best is None:
+        return None
+    rest = path[len(best[1]) :].lstrip("/")
+    return os.path.join(best[0], rest) if rest else best[0]
+
+
+def mount_root(path, volumes):
+    """(host mount root, container mount root) of the volume that holds ``path``."""
+    best = None
+    for volume in volumes or []:
+        parts = str(volume).split(":")
+        if len(parts) < 2:
+            continue
+        inside = parts[1].rstrip("/") or "/"
+        inside_it = path == inside or str(path).startswith(inside.rstrip("/") + "/")
+        if inside_it and (best is None or len(inside) > len(best[1])):
+            best = (parts[0].rstrip("/") or "/", inside)
+    return best
+
+
+def progress_line(done, total, rate, elapsed):
+    pct = 100.0 * done / total if total else 100.0
+    eta = (total - done) / rate if rate > 0 else None
+    return (
+        f"{pct:5.1f}% {human(done)} of {human(total)} at {human(rate)}/s"
+        + (f", about {int(eta)} s left" if eta is not None else "")
+        + f" ({int(elapsed)} s so far)"
+    )
+
+
+def load_json(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path, data):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def xet_hint(error_text, disable_xet):
+    """The operator's fix when a download failed the way seed Pitfall 7 did."""
+    text = str(error_text)
+    if disable_xet:
+        return None
+    if "401" in text or "xet" in text.lower():
+        return (
+            "the mirror advertises Xet storage and its Xet route refused the client (seed "
+            "Pitfall 7); set HF_HUB_DISABLE_XET=1 (profile field hf_disable_xet: true)"
+        )
+    return None
+
+
+HF_HOME_IN_CONTAINER = "/root/.cache/huggingface"
+STORE_NAME = ".sparkfleet-weights"
+
+
+def plan(engine, hf_home_in_container=HF_HOME_IN_CONTAINER):
+    """What to stage for an engine profile: (items, errors).
+
+    Items: the main model (``model_repo`` at ``model_revision``, published at the host side
+    of ``model_path``, plus the chat template when the profile mounts one that the repo
+    carries: ``template_name``), and the speculative draft when it is a hub repo id
+    (published in the Hugging Face cache the container mounts). Errors name the variable
+    and the fix.
+    """
+    errors, items = [], []
+    volumes = (engine.get("container") or {}).get("volumes") or []
+    model_path = engine.get("model_path")
+    root = mount_root(model_path, volumes) if model_path else None
+    if not engine.get("model_repo"):
+        errors.append(
+            "sglang_engine.model_repo is empty; fix: set the repo id in sglang_profile_overrides"
+        )
+    if root is None:
+        errors.append(
+            f"sglang_engine.model_path {model_path!r} is not under any of the profile's container "
+            "volumes; fix: mount its directory (container.volumes) so the node's copy is what "
+            "the engine reads"
+        )
+    error = pin_error("sglang_engine.model_revision", engine.get("model_revision"))
+    if error:
+        errors.append(error)
+    store = os.path.join(root[0], STORE_NAME) if root else None
+    template = engine.get("chat_template")
+    template_host = container_to_host(template, volumes) if template else None
+    if root:
+        items.append(
+            {
+                "name": "model",
+                "repo": engine.get("model_repo"),
+                "commit": engine.get("model_revision"),
+                "link": container_to_host(model_path, volumes),
+                "hf_hub": None,
+                "template_name": os.path.basename(template) if template_host else None,
+                "template_dest": template_host,
+            }
+        )
+    spec = engine.get("speculative") or {}
+    draft = spec.get("draft_model_path")
+    if draft and not str(draft).startswith(("/", ".", "~")):
+        hf_home = container_to_host(hf_home_in_container, volumes)
+        error = pin_error(
+            "sglang_engine.speculative.draft_model_revision", spec.get("draft_model_revision")
+        )
+        if error:
+            errors.append(error)
+        if hf_home is None:
+            errors.append(
+                f"the profile mounts no Hugging Face cache at {hf_home_in_container}; fix: add a "
+                f"volume HOST_DIR:{hf_home_in_container} to container.volumes so the staged draft "
+                "model is found offline"
+            )
+        else:
+            items.append(
+                {
+                    "name": "draft",
+                    "repo": draft,
+                    "commit": spec.get("draft_model_revision"),
+                    "link": None,
+                    "hf_hub": os.path.join(hf_home, "hub"),
+                    "template_name": None,
+                    "template_dest": None,
+                }
+            )
+    return {"store": store, "stage": items, "errors": errors}

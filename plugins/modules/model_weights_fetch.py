@@ -1,0 +1,406 @@
+#!/usr/bin/python
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: model_weights_fetch
+short_description: Download one pinned model revision from a Hugging Face mirror, verified
+version_added: 0.2.0
+author: sparkfleet maintainers (@sparkfleet)
+description:
+  - Resolves O(repo) at O(revision) on the mirror O(endpoint) with the real C(huggingface_hub)
+    client, lists its files (the tree API gives size and, for LFS files, the sha256), checks the
+    disk, downloads every file into C(<store>/<org>--<repo>/.<commit>.partial/) and verifies it
+    (sha256 for LFS files, git blob id for the others). When every file is verified it writes the
+    manifest C(.sparkfleet-manifest.json) (repo, revision, commit, per-file size and sha256) and
+    renames the directory to C(<store>/<org>--<repo>/<commit>/).
+  - Resumable. Files verified before an interruption are not fetched again; a staged, verified
+    revision is a no-op (its files are re-hashed only when their size, mtime or inode changed,
+    or with O(verify=full)).
+  - Must run under a Python that has C(huggingface_hub) (the role installs it in a dedicated
+    virtualenv and points C(ansible_python_interpreter) at it).
+  - A file that fails verification is removed from the staging directory and the module fails
+    naming node, file, expected and actual digest.
+extends_documentation_fragment:
+  - sparkfleet.serving.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Resolves the revision and lists the files (read-only requests) and reports what would be
+        downloaded.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  repo:
+    description: Model repository id (C(org/name)).
+    type: str
+    required: true
+  revision:
+    description:
+      - The pin, a 40-character commit sha. Branch and tag names are refused (they move).
+    type: str
+    required: true
+  store:
+    description: Directory holding staged revisions.
+    type: path
+    required: true
+  endpoint:
+    description: The mirror (E(HF_ENDPOINT)).
+    type: str
+    required: true
+  token_file:
+    description:
+      - File (0600) holding the Hugging Face token, for gated repositories. Never a module argument.
+    type: path
+  disable_xet:
+    description:
+      - Set E(HF_HUB_DISABLE_XET=1) for the client (seed Pitfall 7). Only a test turns this off.
+    type: bool
+    default: true
+  verify:
+    description:
+      - V(quick) re-hashes only files whose stat changed since they were last verified; V(full)
+        re-hashes every file.
+    type: str
+    choices: [quick, full]
+    default: quick
+  headroom_bytes:
+    description: Free space to keep on top of the download.
+    type: int
+    default: 0
+  progress_file:
+    description:
+      - JSON file the module rewrites every few seconds with bytes done, total and rate (the role
+        polls it to print progress).
+    type: path
+  node:
+    description: Name of this node in messages (the inventory hostname).
+    type: str
+    default: this node
+"""
+
+EXAMPLES = r"""
+- name: Stage the draft model on the head
+  sparkfleet.serving.model_weights_fetch:
+    repo: z-lab/Qwen3.8-27B-DFlash2
+    revision: 50307d4c4cde6860d4eee73e2547cd786fe8e8a4
+    store: /home/tiger/models/.sparkfleet-weights
+    endpoint: https://hf-mirror.com
+  vars:
+    ansible_python_interpreter: /opt/sparkfleet/hf-venv/bin/python
+"""
+
+RETURN = r"""
+commit:
+  description: The resolved commit sha.
+  returned: success
+  type: str
+path:
+  description: Directory of the staged revision.
+  returned: success
+  type: str
+files:
+  description: Files of the revision (path, size, sha256, etag).
+  returned: success
+  type: list
+  elements: dict
+downloaded:
+  description: Paths fetched from the mirror by this run.
+  returned: success
+  type: list
+  elements: str
+downloaded_bytes:
+  description: Bytes fetched from the mirror by this run.
+  returned: success
+  type: int
+"""
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
+    MANIFEST,
+    VERIFIED,
+    disk_error,
+    files_to_rehash,
+    load_json,
+    manifest_matches,
+    mismatch_message,
+    partial_dir,
+    pin_error,
+    progress_line,
+    revision_dir,
+    same_stat,
+    stat_record,
+    tree_entries,
+    verify_file,
+    write_json,
+    xet_hint,
+)
+
+
+def _stats(root, files):
+    out = {}
+    for entry in files:
+        path = os.path.join(root, entry["path"])
+        if os.path.isfile(path):
+            out[entry["path"]] = stat_record(path)
+    return out
+
+
+def _staged_ok(final, repo, commit, full):
+    """(ok, verified, rehashed) for an existing final revision directory."""
+    manifest = load_json(os.path.join(final, MANIFEST))
+    if manifest_matches(manifest, repo, commit):
+        return False, {}, []
+    verified = load_json(os.path.join(final, VERIFIED)) or {}
+    stats = _stats(final, manifest["files"])
+    todo = files_to_rehash(manifest, verified, stats, full)
+    for path in todo:
+        entry = next(f for f in manifest["files"] if f["path"] == path)
+        ok, _exp, _got = verify_file(os.path.join(final, path), dict(entry))
+        if not ok:
+            return False, verified, todo
+        verified[path] = dict(stats[path], sha256=entry["sha256"])
+    return True, verified, todo
+
+
+class _Progress(threading.Thread):
+    def __init__(self, path, root, total, done):
+        super().__init__(daemon=True)
+        self.path, self.root, self.total, self.base = path, root, total, done
+        self.stop = threading.Event()
+        self.started = time.time()
+
+    def measure(self):
+        size = 0
+        for dirpath, _dirs, names in os.walk(self.root):
+            for name in names:
+                if name.startswith(".sparkfleet"):
+                    continue
+                with contextlib.suppress(OSError):
+                    size += os.path.getsize(os.path.join(dirpath, name))
+        return size
+
+    def run(self):
+        last, last_t = self.measure(), time.time()
+        while not self.stop.wait(3):
+            now, now_t = self.measure(), time.time()
+            rate = (now - last) / max(now_t - last_t, 1e-3)
+            last, last_t = now, now_t
+            self.write(now, rate)
+
+    def write(self, done, rate):
+        if not self.path:
+            return
+        done = min(done, self.total)
+        write_json(
+            self.path,
+            {
+                "done": done,
+                "total": self.total,
+                "rate": rate,
+                "line": progress_line(done, self.total, rate, time.time() - self.started),
+            },
+        )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "repo": {"type": "str", "required": True},
+            "revision": {"type": "str", "required": True},
+            "store": {"type": "path", "required": True},
+            "endpoint": {"type": "str", "required": True},
+            "token_file": {"type": "path"},
+            "disable_xet": {"type": "bool", "default": True},
+            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
+            "headroom_bytes": {"type": "int", "default": 0},
+            "progress_file": {"type": "path"},
+            "node": {"type": "str", "default": "this node"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    repo, revision, node = p["repo"], p["revision"], p["node"]
+    error = pin_error(f"revision of {repo}", revision)
+    if error:
+        module.fail_json(msg=f"{node}: {error}")
+    final = revision_dir(p["store"], repo, revision)
+    part = partial_dir(p["store"], repo, revision)
+    result = {
+        "changed": False,
+        "commit": revision,
+        "path": final,
+        "downloaded": [],
+        "downloaded_bytes": 0,
+    }
+
+    ok, verified, rehashed = _staged_ok(final, repo, revision, p["verify"] == "full")
+    if ok:
+        if rehashed and not module.check_mode:
+            write_json(os.path.join(final, VERIFIED), verified)
+        result["files"] = load_json(os.path.join(final, MANIFEST))["files"]
+        module.exit_json(**result)
+
+    # The client reads its settings at import time: set them first.
+    os.environ["HF_ENDPOINT"] = p["endpoint"]
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    if p["disable_xet"]:
+        os.environ["HF_HUB_DISABLE_XET"] = "1"
+    else:
+        os.environ.pop("HF_HUB_DISABLE_XET", None)
+    token = None
+    if p["token_file"]:
+        try:
+            with open(p["token_file"], encoding="utf-8") as handle:
+                token = handle.read().strip() or None
+        except OSError as exc:
+            module.fail_json(msg=f"{node}: cannot read the token file {p['token_file']}: {exc}")
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+        from huggingface_hub.errors import (
+            HfHubHTTPError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+    except ImportError as exc:
+        module.fail_json(
+            msg=f"{node}: huggingface_hub is not importable by {os.sys.executable}: {exc}; "
+            "the model_weights role installs it in its virtualenv"
+        )
+
+    api = HfApi(endpoint=p["endpoint"], token=token)
+    where = f"{repo} at revision {revision} on {p['endpoint']}"
+    try:
+        info = api.model_info(repo, revision=revision, token=token)
+        listing = api.list_repo_tree(repo, revision=revision, recursive=True, token=token)
+        tree = [
+            {
+                "type": "file",
+                "path": f.path,
+                "size": f.size,
+                "oid": f.blob_id,
+                "lfs": {"oid": f.lfs.sha256, "size": f.lfs.size} if f.lfs else None,
+            }
+            for f in listing
+            if getattr(f, "blob_id", None) is not None
+        ]
+    except RevisionNotFoundError as exc:
+        module.fail_json(
+            msg=f"{node}: the mirror has no revision {revision} of {repo} ({p['endpoint']}): {exc}"
+        )
+    except RepositoryNotFoundError as exc:
+        module.fail_json(
+            msg=f"{node}: the mirror has no repository {repo} at revision {revision} "
+            f"({p['endpoint']}), "
+            f"or it needs a token: {exc}"
+        )
+    except HfHubHTTPError as exc:
+        module.fail_json(msg=f"{node}: listing {where} failed: {exc}")
+    except OSError as exc:
+        module.fail_json(msg=f"{node}: cannot reach the mirror {p['endpoint']} for {where}: {exc}")
+    if info.sha != revision:
+        module.fail_json(msg=f"{node}: the mirror resolves {revision} of {repo} to {info.sha}")
+    files = tree_entries(tree)
+    if not files:
+        module.fail_json(msg=f"{node}: {where} lists no files")
+    total = sum(f["size"] for f in files)
+
+    if module.check_mode:
+        result.update(changed=True, files=files, downloaded_bytes=total)
+        module.exit_json(**result)
+
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    if os.path.isdir(final) and not os.path.isdir(part):
+        # A staged revision that no longer verifies: back to staging, never loaded again
+        # until every file verifies.
+        os.rename(final, part)
+    os.makedirs(part, exist_ok=True)
+    verified = load_json(os.path.join(part, VERIFIED)) or {}
+    todo = []
+    for entry in files:
+        path = os.path.join(part, entry["path"])
+        if os.path.isfile(path) and same_stat(stat_record(path), verified.get(entry["path"])):
+            entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
+            continue
+        if os.path.isfile(path):
+            good, _exp, _got = verify_file(path, entry)
+            if good:
+                verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+                continue
+            os.unlink(path)
+        todo.append(entry)
+    write_json(os.path.join(part, VERIFIED), verified)
+
+    needed = sum(f["size"] for f in todo)
+    stat = os.statvfs(part)
+    error = disk_error(node, p["store"], needed, stat.f_bavail * stat.f_frsize, p["headroom_bytes"])
+    if error:
+        module.fail_json(msg=error, needed_bytes=needed, free_bytes=stat.f_bavail * stat.f_frsize)
+
+    progress = _Progress(p["progress_file"], part, total, total - needed)
+    progress.write(total - needed, 0.0)
+    progress.start()
+    try:
+        for entry in todo:
+            try:
+                hf_hub_download(repo, entry["path"], revision=revision, local_dir=part, token=token)
+            except HfHubHTTPError as exc:
+                hint = xet_hint(exc, p["disable_xet"])
+                module.fail_json(
+                    msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
+                    f"from {p['endpoint']} "
+                    f"failed: {exc}" + (f"; {hint}" if hint else "")
+                )
+            except Exception as exc:  # the client wraps transport errors in many types
+                hint = xet_hint(exc, p["disable_xet"])
+                module.fail_json(
+                    msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
+                    f"from {p['endpoint']} "
+                    f"failed: {type(exc).__name__}: {exc}" + (f"; {hint}" if hint else "")
+                )
+            path = os.path.join(part, entry["path"])
+            good, expected, got = verify_file(path, entry)
+            if not good:
+                if os.path.exists(path):
+                    os.unlink(path)
+                module.fail_json(msg=mismatch_message(node, repo, entry["path"], expected, got))
+            verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+            write_json(os.path.join(part, VERIFIED), verified)
+            result["downloaded"].append(entry["path"])
+            result["downloaded_bytes"] += entry["size"]
+    finally:
+        progress.stop.set()
+    progress.write(total, 0.0)
+
+    # The client's own bookkeeping inside the staging directory is ours to remove.
+    shutil.rmtree(os.path.join(part, ".cache"), ignore_errors=True)
+    manifest = {
+        "repo": repo,
+        "revision": revision,
+        "commit": info.sha,
+        "endpoint": p["endpoint"],
+        "files": [{k: f[k] for k in ("path", "size", "sha256", "etag")} for f in files],
+    }
+    write_json(os.path.join(part, MANIFEST), manifest)
+    os.rename(part, final)
+    result.update(changed=True, files=manifest["files"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

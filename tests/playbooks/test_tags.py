@@ -1,0 +1,112 @@
+"""Stage tags of site.yml: what each --tags subset runs (ansible-playbook --list-tasks).
+
+Listing connects to no host. The bring-up play includes its tasks at run time, so it
+shows as its include task; that play holds the whole bring-up (check every rank, stop,
+start workers, start the head, wait) under one tag, so no subset selects part of it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+from test_validate import mutate, write_inventory
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SITE = os.path.join(REPO, "playbooks", "site.yml")
+
+INVENTORY_CHECK = "Check the inventory of the whole cluster"
+HOST_CHECKS = "Run the host checks"
+MTU_LIVE = "Apply MTU and address live (only what differs)"
+GID = "Discover the data-plane address's RoCE GID"
+GID_FACT = "Publish the node's data plane and its GID"
+PATCH = "sglang_patches : Look up the pinned image on this node"
+RENDER = "sglang_node : Derive this rank's launch inputs"
+BRINGUP = "Restart in order where needed, then wait for health and smoke"
+WEIGHTS = "model_weights : Work out what to stage from the engine profile"
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inv")
+    write_inventory(str(root), *mutate())
+    return str(root)
+
+
+def listed(inventory, *args):
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
+        ANSIBLE_NOCOLOR="1",
+    )
+    proc = subprocess.run(
+        [
+            os.path.join(REPO, ".venv", "bin", "ansible-playbook"),
+            "-i",
+            inventory,
+            SITE,
+            "--list-tasks",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("tags", "present", "absent"),
+    [
+        (
+            "roce",
+            [INVENTORY_CHECK, MTU_LIVE, GID, GID_FACT],
+            [HOST_CHECKS, PATCH, RENDER, BRINGUP, WEIGHTS],
+        ),
+        # the launch needs the patches' facts and this node's GID: both come along, read-only
+        # for the GID; the live network change does not
+        (
+            "launch",
+            [INVENTORY_CHECK, GID, GID_FACT, PATCH, RENDER],
+            [MTU_LIVE, BRINGUP, HOST_CHECKS],
+        ),
+        ("patches", [INVENTORY_CHECK, PATCH], [RENDER, MTU_LIVE, BRINGUP]),
+        ("bringup", [INVENTORY_CHECK, BRINGUP], [RENDER, PATCH, MTU_LIVE]),
+        ("preflight", [INVENTORY_CHECK, HOST_CHECKS], [MTU_LIVE, PATCH, RENDER, BRINGUP]),
+        ("weights", [INVENTORY_CHECK, WEIGHTS], [MTU_LIVE, PATCH, RENDER, BRINGUP, HOST_CHECKS]),
+    ],
+)
+def test_a_stage_tag_runs_its_stage_and_what_it_needs(inventory, tags, present, absent):
+    out = listed(inventory, "--tags", tags)
+    for name in present:
+        assert name in out, f"--tags {tags}: {name!r} missing\n{out}"
+    for name in absent:
+        assert name not in out, f"--tags {tags}: {name!r} listed\n{out}"
+
+
+def test_the_whole_run_lists_every_stage(inventory):
+    out = listed(inventory)
+    for name in (INVENTORY_CHECK, HOST_CHECKS, MTU_LIVE, GID, PATCH, RENDER, BRINGUP):
+        assert name in out
+
+
+def test_every_play_of_site_yml_carries_a_stage_tag():
+    with open(SITE, encoding="utf-8") as handle:
+        plays = yaml.safe_load(handle)
+    for play in plays:
+        assert play.get("tags"), f"play {play['name']!r} has no tag"
+    tags = {t for play in plays for t in play["tags"]}
+    assert {"always", "preflight", "roce", "launch", "bringup"} <= tags
+
+
+def test_the_bring_up_is_one_unit_under_one_tag():
+    # No task of the bring-up carries its own tag: a subset selects all of it or none.
+    path = os.path.join(REPO, "roles", "sglang_node", "tasks", "bringup.yml")
+    with open(path, encoding="utf-8") as handle:
+        assert not re.search(r"^\s+tags:", handle.read(), re.M)

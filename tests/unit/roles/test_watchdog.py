@@ -1,0 +1,140 @@
+"""The watchdog's decisions (roles/watchdog/files/sparkfleet_cluster.py), as tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+SRC = pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files" / "sparkfleet_cluster.py"
+spec = importlib.util.spec_from_file_location("sparkfleet_cluster", SRC)
+wd = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(wd)
+
+NOW = 1_800_000_000.0
+CFG = {"window_s": 3600, "max_restarts": 3, "backoff_s": 60}
+
+
+def obs(head="running current", health=200, age=1000, workers=("running current",) * 3):
+    return {
+        "head": {"host": "spark-1", "state": head, "started_at": NOW - age, "health": health},
+        "workers": [
+            {"host": f"spark-{i + 2}", "rank": i + 1, "state": s} for i, s in enumerate(workers)
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("observation", "kind", "words"),
+    [
+        (obs(), "healthy", "200"),
+        (obs(head="running stale"), "healthy", "200"),
+        (obs(head="exited", health=0), "crash", "engine gone: spark-1 (rank 0) is exited"),
+        (obs(head="absent", health=0), "crash", "spark-1 (rank 0) is absent"),
+        (
+            obs(head="exited", health=0, workers=("running current", "exited", "running current")),
+            "crash",
+            "spark-1 (rank 0) is exited, spark-3 (rank 2) is exited",
+        ),
+        (
+            obs(workers=("running current", "exited", "running current")),
+            "crash",
+            "spark-3 (rank 2)",
+        ),
+        (obs(workers=("absent",) * 3), "crash", "spark-2 (rank 1) is absent"),
+        (obs(head="stopped", health=0), "stopped", "deliberately stopped on spark-1"),
+        (obs(workers=("stopped", "exited", "exited")), "stopped", "spark-2"),
+        (obs(workers=("unreachable: timeout",) * 3), "unreachable", "cannot reach"),
+        (obs(health=0, age=10), "booting", "within the 600 s grace"),
+        (obs(health=503, age=10), "booting", "HTTP 503"),
+        (obs(head="paused", health=0, age=10), "booting", "paused (frozen)"),
+        (obs(health=0, age=601), "wedged", "past the 600 s grace"),
+        (obs(head="paused", health=0, age=700), "wedged", "paused (frozen)"),
+        (obs(head="restarting", health=0, age=700), "wedged", "past"),
+    ],
+)
+def test_classify(observation, kind, words):
+    got_kind, reason = wd.classify(observation, 600, NOW)
+    assert (got_kind, words in reason) == (kind, True), reason
+
+
+def test_classify_unknown_age():
+    o = obs(health=0)
+    o["head"]["started_at"] = None
+    assert wd.classify(o, 600, NOW) == (
+        "wedged",
+        "head spark-1 up for an unknown time, /health no answer; past the 600 s grace",
+    )
+
+
+@pytest.mark.parametrize(
+    ("ages", "verdict", "words"),
+    [
+        ([], "restart", "0 restart(s)"),
+        ([4000], "restart", "0 restart(s)"),
+        ([30], "backoff", "next allowed"),
+        ([61], "restart", "1 restart(s)"),
+        ([100, 61], "backoff", "2 restart(s)"),
+        ([200, 121], "restart", "2 restart(s)"),
+        ([300, 200, 100], "give-up", "3 restarts within 3600 s"),
+        ([5000, 300, 200], "restart", "2 restart(s)"),
+    ],
+)
+def test_gate_restart(ages, verdict, words):
+    state = {"restarts": [{"time": NOW - a} for a in ages]}
+    got, reason = wd.gate_restart(state, CFG, NOW)
+    assert (got, words in reason) == (verdict, True), reason
+
+
+def test_bad_observations_count_across_runs_and_reset():
+    state = {}
+    assert wd.note_observation(state, "crash", NOW, 10) == 1
+    assert wd.note_observation(state, "crash", NOW + 10, 10) == 2
+    # a different kind starts again
+    assert wd.note_observation(state, "wedged", NOW + 20, 10) == 1
+    # too long since the last bad one (a gap between runs): starts again
+    assert wd.note_observation(state, "wedged", NOW + 100, 10) == 1
+    assert wd.note_observation(state, "healthy", NOW + 110, 10) == 0
+    assert "bad" not in state
+
+
+@pytest.mark.parametrize(
+    ("text", "epoch"),
+    [
+        ("2026-12-02T18:00:00.5Z", 1796234400.5),
+        ("2026-12-02T18:00:00.123456789Z", 1796234400.123456789),
+        ("2026-12-02T18:00:00Z", 1796234400.0),
+        ("0001-01-01T00:00:00Z", None),
+        ("garbage", None),
+    ],
+)
+def test_parse_docker_time(text, epoch):
+    got = wd.parse_docker_time(text)
+    assert got == pytest.approx(epoch) if epoch else got is None
+
+
+def test_stack_section():
+    lines = [
+        "boot",
+        "ok",
+        "spark watchdog timeout: Python stacks of all 3 threads:",
+        "  File x",
+        "end",
+    ]
+    assert wd.stack_section(lines) == lines[2:]
+    assert wd.stack_section(["nothing"]) == []
+
+
+def test_state_file_is_replaced_atomically(tmp_path):
+    path = tmp_path / "state.json"
+    wd.write_json(str(path), {"a": 1})
+    wd.write_json(str(path), {"a": 2})
+    assert wd.read_json(str(path), {}) == {"a": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_flock_is_exclusive(tmp_path):
+    lock = str(tmp_path / "x.lock")
+    with wd.flocked(lock) as first, wd.flocked(lock) as second:
+        assert (first, second) == (True, False)
