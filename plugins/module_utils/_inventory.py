@@ -56,7 +56,7 @@ OWNED_ENV = {
     "HF_ENDPOINT": "the profile field hf_endpoint",
     "HF_HUB_DISABLE_XET": "the profile field hf_disable_xet",
     "HF_TOKEN": "the vaulted variable sglang_hf_token",
-    "SPARKFLEET_MODEL_REVISION": "the profile field model_revision (the pin the weights stage staged)",
+    "SPARKFLEET_MODEL_REVISION": "the profile field model_revision (the staged weights' pin)",
 }
 # Every other HF_* key belongs to the collection's weights handling.
 OWNED_ENV_PREFIXES = {

@@ -134,7 +134,8 @@ def test_pull_allowed_and_paths_off():
 
 def test_what_the_weights_stage_stages_is_not_required_yet():
     # A fresh rack: neither the model directory nor the chat template is there yet.
-    probe = GOOD_PROBE.replace("jinja\tfile", "jinja\tmissing").replace("LMHead\tdir", "LMHead\tmissing")
+    probe = GOOD_PROBE.replace("jinja\tfile", "jinja\tmissing")
+    probe = probe.replace("LMHead\tdir", "LMHead\tmissing")
     staged = [
         "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead/",
         "/home/tiger/.config/qwen38/chat-template-sglang.jinja",
