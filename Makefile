@@ -12,7 +12,7 @@ INVENTORY ?= inventory/sim
 # The twin's inventories vault their (fake) secrets like a real cluster would.
 VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twin/vault-password)
 S ?=
-SCENARIOS := $(if $(S),$(S),default two_node patches canary)
+SCENARIOS := $(if $(S),$(S),default two_node patches canary ssh)
 
 .PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench bench-engine clean
 

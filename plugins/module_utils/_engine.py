@@ -198,3 +198,177 @@ def nccl_env(
     env["MASTER_ADDR"] = head_ipv4
     env["MASTER_PORT"] = str(int(master_port))
     return env
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1024**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1024**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tb": 1024**4,
+    "tib": 1024**4,
+}
+
+
+def size_bytes(value):
+    """Bytes of a docker size (``100g``, ``512m``) or of ``docker stats`` (``1.5GiB``)."""
+    text = str(value).strip().lower()
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number) :]
+    if not number or unit not in _SIZE_UNITS:
+        raise ValueError(f"{value!r} is not a size (e.g. 100g, 512m)")
+    return int(float(number) * _SIZE_UNITS[unit])
+
+
+def _mount_spec(volume):
+    parts = str(volume).split(":")
+    if len(parts) < 2:
+        return None
+    return parts[0], parts[1]
+
+
+def host_path(profile, container_path):
+    """Where ``container_path`` lives on the node, through the profile's mounts.
+
+    None when no mount covers it (the path is inside the image).
+    """
+    best = None
+    for volume in (profile.get("container") or {}).get("volumes") or []:
+        spec = _mount_spec(volume)
+        if spec is None:
+            continue
+        src, dest = spec
+        dest = dest.rstrip("/") or "/"
+        covers = container_path == dest or container_path.startswith(dest.rstrip("/") + "/")
+        if covers and (best is None or len(dest) > len(best[1])):
+            best = (src, dest)
+    if best is None:
+        return None
+    src, dest = best
+    rest = container_path[len(dest) :].lstrip("/")
+    return src.rstrip("/") + ("/" + rest if rest else "")
+
+
+def host_requirements(profile):
+    """What a node must hold before the engine can start, from the profile.
+
+    Returns a dict: ``gpus`` (the --gpus value or None), ``devices`` (host device
+    paths), ``paths`` (``[{what, path, kind}]``: files and directories the profile
+    mounts into the container), ``memory`` (bytes of the container limit or 0).
+    """
+    container = profile.get("container") or {}
+    paths = []
+    for what, field, kind in (
+        ("chat template", "chat_template", "file"),
+        ("model directory", "model_path", "dir"),
+    ):
+        value = profile.get(field)
+        if value and str(value).startswith("/"):
+            on_host = host_path(profile, str(value))
+            if on_host:
+                paths.append(
+                    {"what": f"{what} ({field})", "path": on_host, "kind": kind, "container": value}
+                )
+    devices = []
+    for device in container.get("devices") or []:
+        devices.append(str(device).split(":", 1)[0])
+    memory = container.get("memory")
+    return {
+        "gpus": container.get("gpus") or None,
+        "devices": devices,
+        "paths": paths,
+        "memory": size_bytes(memory) if memory else 0,
+    }
+
+
+def parse_probe(text):
+    """The node probe's tab-separated lines (preflight host checks) as a dict for host_problems."""
+    probe = {"runtimes": [], "cdi": [], "devices": {}, "paths": {}, "image_id": ""}
+    for line in str(text or "").splitlines():
+        fields = line.split("\t")
+        key, values = fields[0], fields[1:]
+        if key == "runtimes" and values:
+            probe["runtimes"] = values[0].split()
+        elif key == "cdi" and values:
+            probe["cdi"].append(values[0])
+        elif key in ("device", "path") and len(values) == 2:
+            probe[key + "s"][values[0]] = values[1]
+        elif key == "image" and values:
+            probe["image_id"] = values[0].strip()
+        elif key == "mem_available" and values and values[0].strip():
+            probe["mem_available"] = int(float(values[0]))
+        elif key == "mem_held" and values and values[0].strip():
+            probe["mem_held"] = size_bytes(values[0])
+    return probe
+
+
+def host_problems(host, profile, probe, image_pull=False, check_paths=True, staged=()):
+    """Problems of one node for ``profile``, each naming host, what is missing and the fix.
+
+    ``staged``: host paths a later stage of the same run provides (the weights stage's
+    model directory and chat template); they are not required yet.
+
+    ``probe``: what the node reported: ``runtimes`` (docker runtime names), ``cdi``
+    (CDI spec files naming nvidia.com/gpu), ``devices`` and ``paths`` ({path:
+    "file"|"dir"|"missing"}), ``image_id`` ("" when absent), ``mem_available``
+    (bytes) and ``mem_held`` (bytes the rank's running container uses now; freed
+    by the restart).
+    """
+    if not isinstance(probe, dict):
+        probe = parse_probe(probe)
+    need = host_requirements(profile)
+    problems = []
+    if need["gpus"] and "nvidia" not in (probe.get("runtimes") or []) and not probe.get("cdi"):
+        problems.append(
+            f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}) but docker has no "
+            f"NVIDIA runtime (runtimes: {', '.join(probe.get('runtimes') or []) or 'none'}) and no "
+            "CDI spec for nvidia.com/gpu is in /etc/cdi or /var/run/cdi; fix: install "
+            "nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker` and "
+            "restart docker"
+        )
+    for device in need["devices"]:
+        if (probe.get("devices") or {}).get(device) != "present":
+            problems.append(
+                f"{host}: {device} (container.devices) does not exist; fix: load the RDMA "
+                "drivers (mlx5_ib, ib_uverbs: DOCA-OFED / MLNX_OFED) so the HCA shows up, or "
+                "remove the device from sglang_profile_overrides.container.devices"
+            )
+    if not probe.get("image_id") and not image_pull:
+        problems.append(
+            f"{host}: image {profile.get('image')} (sglang_engine.image) is not on this node; "
+            f"fix: load it on {host} (`docker save` on a node that has it, `docker load -i` "
+            "here), or set sglang_patches_pull: true if a registry serves it"
+        )
+    staged = {str(path).rstrip("/") for path in staged or () if path}
+    for item in need["paths"] if check_paths else []:
+        if item["path"].rstrip("/") in staged:
+            continue
+        found = (probe.get("paths") or {}).get(item["path"], "missing")
+        if found != item["kind"]:
+            state = "missing" if found == "missing" else f"a {found}, not a {item['kind']}"
+            problems.append(
+                f"{host}: {item['what']} {item['container']} is mounted from {item['path']}, "
+                f"which is {state}; fix: stage it at {item['path']} on {host} before site.yml, "
+                "or let the weights stage fetch it (model_weights_enabled, model_repo and "
+                "model_revision)"
+            )
+    if need["memory"]:
+        free = int(probe.get("mem_available") or 0) + int(probe.get("mem_held") or 0)
+        if free < need["memory"]:
+            gib = 1024**3
+            problems.append(
+                f"{host}: the container's memory limit (container.memory "
+                f"{profile['container']['memory']}) needs {need['memory'] / gib:.1f} GiB but "
+                f"{free / gib:.1f} GiB is available (MemAvailable plus what this rank's engine "
+                "holds now); fix: stop what else uses the memory (a leaked engine: drop the page "
+                "cache or reboot), or lower container.memory"
+            )
+    return problems

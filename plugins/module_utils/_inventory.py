@@ -38,6 +38,31 @@ OWNED_FLAGS = {
     "--served-model-name": "the profile field served_model_name",
     "--watchdog-timeout": "the profile field watchdog_timeout",
 }
+# Environment keys the collection sets for every rank, with what sets them: a copy
+# in the profile's env would silently replace the derived value.
+OWNED_ENV = {
+    "NCCL_SOCKET_IFNAME": "the variable sglang_nccl_socket_ifname",
+    "NCCL_IB_HCA": "the variable roce_hca",
+    "NCCL_IB_ADDR_RANGE": "the variable roce_subnet",
+    "NCCL_IB_GID_INDEX": "discovered per node by the roce role (roce_gid_mode)",
+    "NCCL_IB_ROCE_VERSION_NUM": "discovered per node by the roce role",
+    "MASTER_ADDR": "derived from rank 0's roce_ipv4",
+    "MASTER_PORT": "the profile field dist_init_port",
+    "GLOO_SOCKET_IFNAME": "the variable sglang_nccl_socket_ifname",
+    "SGLANG_HOST_IP": "derived per node from the first IPv4 of sglang_nccl_socket_ifname",
+    "HOST_IP": "SGLang's fallback for SGLANG_HOST_IP, derived per node",
+    "PYTHONDONTWRITEBYTECODE": "set so patched sources recompile (seed Pitfall 6)",
+    "SGLANG_API_KEY": "the vaulted variable sglang_api_key",
+    "HF_ENDPOINT": "the profile field hf_endpoint",
+    "HF_HUB_DISABLE_XET": "the profile field hf_disable_xet",
+    "HF_TOKEN": "the vaulted variable sglang_hf_token",
+    "SPARKFLEET_MODEL_REVISION": "the profile field model_revision (the staged weights' pin)",
+}
+# Every other HF_* key belongs to the collection's weights handling.
+OWNED_ENV_PREFIXES = {
+    "HF_": "owned by the collection's Hugging Face settings (hf_endpoint, hf_disable_xet, "
+    "sglang_hf_token, weight staging)",
+}
 DSV4_SPECULATIVE = ("EAGLE", "DSPARK")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 HEX_RE = re.compile(r"^[0-9a-f]+$")
@@ -399,6 +424,20 @@ def _check_engine(host, engine, node_count, api_key_set, report):
                 f"remove it: it is {OWNED_FLAGS[flag]}",
             )
 
+    env = engine.get("env") or {}
+    if not isinstance(env, dict):
+        report.error(host, f"{var}.env", f"is {env!r}, not a mapping", "write env as KEY: value")
+        env = {}
+    for key in sorted(env):
+        owner = owned_env_key(key)
+        if owner:
+            report.error(
+                host,
+                f"{var}.env",
+                f"sets {key}, which the collection owns",
+                f"remove it from sglang_profile_overrides.env (or the preset): it is {owner}",
+            )
+
     algorithm = spec.get("algorithm")
     if engine.get("family") == "deepseek_v4" and algorithm and algorithm not in DSV4_SPECULATIVE:
         report.error(
@@ -444,6 +483,17 @@ def _check_engine(host, engine, node_count, api_key_set, report):
             "ANYONE ON THAT NETWORK CAN USE THE MODEL; "
             "set a vaulted sglang_api_key or bind 127.0.0.1",
         )
+
+
+def owned_env_key(key):
+    """What sets ``key`` when the collection owns it, else None."""
+    key = str(key)
+    if key in OWNED_ENV:
+        return OWNED_ENV[key]
+    for prefix, owner in OWNED_ENV_PREFIXES.items():
+        if key.startswith(prefix):
+            return owner
+    return None
 
 
 def _loopback(host):

@@ -2,17 +2,19 @@
 # Build the twin's images locally (no registry is reachable):
 #   base    debootstrap'ed Debian bookworm with python3 and network tools
 #   node    a simulated DGX Spark: base + cron, sshd, flock, rsync, curl, dockerd
+#   node-ssh  node + sudo and a non-root operator (tiger), for the ssh inventories
 #   engine  the SGLang stand-in (twin/engine/build.sh): 0.5.9, its unchecked-hash
 #           .pyc variant, and 0.5.12
 #   mirror  the Hugging Face mirror (olah from pinned wheels, the twin's model repos)
 # Each image carries a label with the hash of its inputs and is rebuilt only when
-# they change. Usage: build.sh [base|node|engine|mirror|all]...
+# they change. Usage: build.sh [base|node|node-ssh|engine|mirror|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BASE_IMAGE=${SPARKSIM_BASE_IMAGE:-sparkfleet-twin/base:bookworm}
 NODE_IMAGE=${SPARKSIM_NODE_IMAGE:-sparkfleet-twin/node:bookworm}
+NODE_SSH_IMAGE=${SPARKSIM_NODE_SSH_IMAGE:-sparkfleet-twin/node-ssh:bookworm}
 MIRROR_IMAGE=${SPARKSIM_MIRROR_IMAGE:-sparkfleet-twin/mirror:olah}
 MIRROR_WHEELS=${SPARKSIM_MIRROR_WHEELS:-$root/.cache/mirror-wheels}
 base_packages=python3,iproute2,iputils-ping,procps,ca-certificates,tini
@@ -78,6 +80,20 @@ build_node() {
   log "built $NODE_IMAGE ($(docker image inspect -f '{{.Size}}' "$NODE_IMAGE" | numfmt --to=iec))"
 }
 
+# The node reached over ssh as a non-root user with sudo (inventory/sim-ssh).
+build_node_ssh() {
+  local want
+  want=$( { current_label "$NODE_IMAGE"; cat "$here/node-ssh/Dockerfile"; } | sha256sum | cut -c1-16)
+  if [[ "$(current_label "$NODE_SSH_IMAGE")" == "$want" ]]; then
+    log "$NODE_SSH_IMAGE is current"
+    return
+  fi
+  log "building $NODE_SSH_IMAGE (sudo and the operator account)"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "NODE=$NODE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
+    -t "$NODE_SSH_IMAGE" "$here/node-ssh" >/dev/null
+  log "built $NODE_SSH_IMAGE"
+}
+
 build_mirror() {
   local want ctx python=python3
   [[ -x "$root/.venv/bin/python" ]] && python="$root/.venv/bin/python"
@@ -116,9 +132,10 @@ for target in "${targets[@]}"; do
   case "$target" in
     base) build_base ;;
     node) build_base; build_node ;;
+    node-ssh) build_base; build_node; build_node_ssh ;;
     engine) build_base; build_engine ;;
     mirror) build_base; build_mirror ;;
-    all) build_base; build_node; build_engine; build_mirror ;;
-    *) log "unknown target $target (base|node|engine|mirror|all)"; exit 2 ;;
+    all) build_base; build_node; build_node_ssh; build_engine; build_mirror ;;
+    *) log "unknown target $target (base|node|node-ssh|engine|mirror|all)"; exit 2 ;;
   esac
 done

@@ -74,6 +74,12 @@ def expected_launch(rank):
         ("-e", "SPARKSIM_BOOT_S=3"),
         ("-e", "SPARKSIM_DECODE_TPS=120"),
     ]
+    # Every cross-node channel on the NIC every rank reaches (issue 12): torch's gloo
+    # group and SGLang's message queue bind the management NIC's first IPv4.
+    opts += [
+        ("-e", "GLOO_SOCKET_IFNAME=enP7s7"),
+        ("-e", f"SGLANG_HOST_IP={NODES[NAMES[rank]]['ansible_host']}"),
+    ]
     # Weights (issue 9): the twin's mirror and pins; every model staged, so the engine
     # boots offline (a deliberate difference from the seed), and the launch pins the
     # main model's revision so a new revision restarts the ranks.
@@ -150,7 +156,10 @@ def test_launch_matches_the_seed_recipe_flag_for_flag(name):
     derived = ("sparkfleet.config=", "sparkfleet.image-id=")
     got = sorted((o, v) for o, v in opts if not (v or "").startswith(derived))
     assert got == sorted(want_opts)
-    assert image == want_image
+    # The container runs the image id the patches were cut from, never the tag.
+    image_id = [v for o, v in opts if o == "--label" and v.startswith("sparkfleet.image-id=")]
+    assert image == image_id[0].split("=", 1)[1]
+    assert image == node(name).check_output(f"docker image inspect -f '{{{{.Id}}}}' {want_image}")
     assert command[:3] == ["python3", "--check-hash-based-pycs", "always"]
     assert engine_flags(command) == want_flags
 

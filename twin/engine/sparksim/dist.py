@@ -127,7 +127,19 @@ class BootstrapListener:
             conn.close()
 
 
-def bootstrap_mesh(rank, peers, log_every):
+def _nccl_stall(rank, peer, addr, error, waited):
+    log.nccl(
+        "WARN",
+        f"bootstrap: rank {rank} cannot reach rank {peer} at {addr} "
+        f"({error}) for {waited:.0f}s, still waiting",
+    )
+
+
+def _nccl_connected(rank, peer, addr):
+    log.nccl("INFO", f"bootstrap: rank {rank} connected to rank {peer} at {addr}")
+
+
+def bootstrap_mesh(rank, peers, log_every, on_stall=_nccl_stall, on_connect=_nccl_connected):
     """Connect to every other rank's bootstrap address; stall (logging) until all answer."""
     pending = {int(r): addr for r, addr in peers.items() if int(r) != rank}
     start = last_log = time.monotonic()
@@ -142,7 +154,7 @@ def bootstrap_mesh(rank, peers, log_every):
                 sock.recv(256)
                 sock.close()
                 del pending[peer]
-                log.nccl("INFO", f"bootstrap: rank {rank} connected to rank {peer} at {addr}")
+                on_connect(rank, peer, addr)
             except OSError as exc:
                 errors[peer] = exc.strerror or type(exc).__name__
                 if isinstance(exc, socket.timeout):
@@ -153,11 +165,7 @@ def bootstrap_mesh(rank, peers, log_every):
         if now - last_log >= log_every:
             last_log = now
             for peer, addr in sorted(pending.items()):
-                log.nccl(
-                    "WARN",
-                    f"bootstrap: rank {rank} cannot reach rank {peer} at {addr} "
-                    f"({errors.get(peer)}) for {now - start:.0f}s, still waiting",
-                )
+                on_stall(rank, peer, addr, errors.get(peer), now - start)
         time.sleep(0.5)
 
 
@@ -252,7 +260,11 @@ class RendezvousServer:
             conn.send(msg)
 
     def gather(self, op, what, log_every):
-        """Wait for one message `op` from every worker (read before readers start)."""
+        """Wait for one message `op` from every worker (read before readers start).
+
+        Returns the messages by rank.
+        """
+        got = {}
         start = last = time.monotonic()
         waiting = set(self.conns)
         sel_queue = queue.Queue()
@@ -278,6 +290,8 @@ class RendezvousServer:
                 )
             if msg.get("op") == op:
                 waiting.discard(rank)
+                got[rank] = msg
+        return got
 
 
 def _peek_closed(conn):

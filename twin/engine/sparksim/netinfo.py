@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import socket
 import subprocess
 
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
@@ -67,6 +68,74 @@ def socket_address(ifname_spec, links=None):
         f"Bootstrap : no socket interface found (NCCL_SOCKET_IFNAME={ifname_spec or '<unset>'}; "
         f"interfaces with IPv4: {shown})"
     )
+
+
+def first_ipv4(ifname, links=None):
+    """The first IPv4 of ``ifname`` (exact name), as getifaddrs lists it; None if none."""
+    links = interfaces() if links is None else links
+    for name, addrs in links:
+        if name == ifname and addrs:
+            return addrs[0]
+    return None
+
+
+def _route_source_ipv4():
+    """SGLang's get_local_ip_by_remote(): the source address of the default route."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.connect(("8.8.8.8", 80))  # nothing is sent
+        return sock.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        sock.close()
+
+
+def _hostname_ipv4():
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return None
+    return ip if ip not in ("127.0.0.1", "0.0.0.0") else None
+
+
+def sglang_host_ip(env, links=None):
+    """(ip, how) SGLang's get_local_ip_auto() picks for its cross-node message queue.
+
+    The order of the pinned release (srt/utils/common.py of 0.5.9, network.py of
+    0.5.12): SGLANG_HOST_IP, then HOST_IP, then the first IPv4 of
+    SGLANG_LOCAL_IP_NIC, then the source address of the default route, then the
+    hostname's address.
+    """
+    for var in ("SGLANG_HOST_IP", "HOST_IP"):
+        if env.get(var):
+            return env[var], var
+    nic = env.get("SGLANG_LOCAL_IP_NIC")
+    if nic:
+        ip = first_ipv4(nic, links)
+        if ip:
+            return ip, f"SGLANG_LOCAL_IP_NIC={nic}"
+    ip = _route_source_ipv4()
+    if ip:
+        return ip, "the default route (no SGLANG_HOST_IP)"
+    ip = _hostname_ipv4()
+    if ip:
+        return ip, "the hostname (no SGLANG_HOST_IP)"
+    raise NetError("Can not get local ip")
+
+
+def gloo_address(env, links=None):
+    """(ip, how) torch's gloo group binds: first IPv4 of GLOO_SOCKET_IFNAME, else the hostname's."""
+    ifname = env.get("GLOO_SOCKET_IFNAME")
+    if ifname:
+        ip = first_ipv4(ifname.split(",")[0], links)
+        if not ip:
+            raise NetError(f"[Gloo] GLOO_SOCKET_IFNAME={ifname}: no such interface with an IPv4")
+        return ip, f"GLOO_SOCKET_IFNAME={ifname}"
+    ip = _hostname_ipv4()
+    if not ip:
+        raise NetError("[Gloo] cannot resolve the hostname and GLOO_SOCKET_IFNAME is unset")
+    return ip, "the hostname (no GLOO_SOCKET_IFNAME)"
 
 
 def gid_text_to_ip(text):

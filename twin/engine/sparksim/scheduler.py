@@ -99,6 +99,28 @@ def _watchdog_class():
     return getattr(module, "WatchdogRaw", _FallbackWatchdogRaw)
 
 
+def _gloo_stall(rank, peer, addr, error, waited):
+    logging.getLogger("torch.distributed").warning(
+        f"[Gloo] rank {rank} cannot connect to rank {peer} at {addr} ({error}) "
+        f"for {waited:.0f}s, still waiting"
+    )
+
+
+def _gloo_connected(rank, peer, addr):
+    logger.info(f"[Gloo] rank {rank} connected to rank {peer} at {addr}")
+
+
+def _mq_stall(rank, _peer, addr, error, waited):
+    logger.warning(
+        f"MessageQueue: rank {rank} cannot reach rank 0's broadcaster at tcp://{addr} "
+        f"({error}) for {waited:.0f}s, still waiting"
+    )
+
+
+def _mq_connected(rank, _peer, addr):
+    logger.info(f"MessageQueue: rank {rank} connected to rank 0's broadcaster at tcp://{addr}")
+
+
 class Req:
     def __init__(self, msg):
         self.rid = msg["rid"]
@@ -195,6 +217,49 @@ class Scheduler:
             f"comm rank {argmod.tp_rank(self.args)} nRanks {self.args.tp_size} "
             f"nNodes {self.nnodes} localRanks {argmod.gpus_per_node(self.args)} - Init COMPLETE",
         )
+        self.init_cpu_channels()
+
+    def init_cpu_channels(self):
+        """The cross-node channels that pick their address outside NCCL, after NCCL is up.
+
+        torch's gloo group (every rank connects to every other rank's address, bound
+        per GLOO_SOCKET_IFNAME) and SGLang's cross-node message queue (rank 0's
+        MessageQueue publishes on the address get_local_ip_auto() picks: SGLANG_HOST_IP
+        or a guess; the other ranks' readers connect to it). An address another rank
+        cannot reach hangs the job here, after NCCL initialised, without an error.
+        """
+        try:
+            gloo_ip, gloo_how = netinfo.gloo_address(os.environ)
+            mq_ip, mq_how = netinfo.sglang_host_ip(os.environ)
+        except netinfo.NetError as exc:
+            logger.error(str(exc))
+            raise StartupError(str(exc)) from None
+        gloo = dist.BootstrapListener(gloo_ip, self.rank)
+        logger.info(f"[Gloo] rank {self.rank} listening on {gloo.address} (from {gloo_how})")
+        host, port = argmod.dist_addr(self.args)
+        try:
+            if self.rank == 0:
+                mq = dist.BootstrapListener(mq_ip, 0)
+                logger.info(f"MessageQueue: broadcaster on tcp://{mq.address} (from {mq_how})")
+                got = self.server.gather("cpu_addrs", "the gloo addresses", self.log_every)
+                table = {0: gloo.address, **{r: m["gloo"] for r, m in got.items()}}
+                self.server.broadcast({"op": "cpu_table", "gloo": table, "mq": mq.address})
+                dist.bootstrap_mesh(0, table, self.log_every, _gloo_stall, _gloo_connected)
+                self.server.gather("cpu_ok", "the gloo group and the message queue", self.log_every)
+            else:
+                self.leader.send({"op": "cpu_addrs", "gloo": gloo.address})
+                msg = self.leader.read_one()
+                if msg is None:
+                    raise dist.DistError(f"rank 0 at {host}:{port} closed the connection")
+                table = {int(r): a for r, a in msg["gloo"].items()}
+                dist.bootstrap_mesh(self.rank, table, self.log_every, _gloo_stall, _gloo_connected)
+                dist.bootstrap_mesh(
+                    self.rank, {0: msg["mq"]}, self.log_every, _mq_stall, _mq_connected
+                )
+                self.leader.send({"op": "cpu_ok"})
+        except dist.DistError as exc:
+            logger.error(f"cross-node channels: {exc}")
+            raise StartupError(str(exc)) from None
 
     def check_gpu(self):
         """A DeepSeek-V4 model on an SM12x GPU goes through the release's SM120 gate."""

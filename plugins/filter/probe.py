@@ -1,0 +1,50 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Filters for collected results (failed_when: false) and host requirements."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import (
+    host_problems,
+    host_requirements,
+)
+from ansible_collections.sparkfleet.serving.plugins.module_utils._probe import probe_error
+
+
+def sparkfleet_probe_error(result, what="the probe"):
+    """Why a collected result is not a real answer (host gone, module/binary missing, timeout)."""
+    return probe_error(result, what)
+
+
+def sglang_host_requirements(engine):
+    """Devices, mounted files and directories, GPUs and memory the profile needs on a node."""
+    try:
+        return host_requirements(engine)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"sglang_host_requirements: {exc}") from exc
+
+
+def sglang_host_problems(probe, host, engine, image_pull=False, check_paths=True, staged=None):
+    """What a node lacks for the profile, each naming host, what and the fix.
+
+    ``staged``: host paths the weights stage of the same run provides (not required yet).
+    """
+    try:
+        return host_problems(
+            host, engine, probe, bool(image_pull), bool(check_paths), list(staged or [])
+        )
+    except ValueError as exc:
+        raise AnsibleFilterError(f"sglang_host_problems: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "probe_error": sparkfleet_probe_error,
+            "sglang_host_requirements": sglang_host_requirements,
+            "sglang_host_problems": sglang_host_problems,
+        }

@@ -1,0 +1,241 @@
+"""Issue 12: host requirements, collected-failure triage and owned env keys (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _inventory, _probe
+
+SEED_CONTAINER = {
+    "gpus": "all",
+    "memory": "100g",
+    "devices": ["/dev/infiniband"],
+    "volumes": [
+        "/home/tiger/.config/qwen38:/out",
+        "/home/tiger/models:/home/tiger/models",
+    ],
+}
+SEED = {
+    "image": "qwen38-dflash2:v1.2.2",
+    "chat_template": "/out/chat-template-sglang.jinja",
+    "model_path": "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead",
+    "container": SEED_CONTAINER,
+}
+GOOD_PROBE = (
+    "runtimes\tio.containerd.runc.v2 nvidia runc\n"
+    "device\t/dev/infiniband\tpresent\n"
+    "image\tsha256:" + "a" * 64 + "\n"
+    "path\t/home/tiger/.config/qwen38/chat-template-sglang.jinja\tfile\n"
+    "path\t/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead\tdir\n"
+    "mem_available\t" + str(110 * 1024**3) + "\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("100g", 100 * 1024**3),
+        ("512m", 512 * 1024**2),
+        ("1.5GiB", int(1.5 * 1024**3)),
+        ("0B", 0),
+        ("2048", 2048),
+        ("12.3MiB", int(12.3 * 1024**2)),
+    ],
+)
+def test_size_bytes(value, expected):
+    assert _engine.size_bytes(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "g", "12x", "lots"])
+def test_size_bytes_rejects(value):
+    with pytest.raises(ValueError):
+        _engine.size_bytes(value)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (
+            "/out/chat-template-sglang.jinja",
+            "/home/tiger/.config/qwen38/chat-template-sglang.jinja",
+        ),
+        ("/home/tiger/models/x", "/home/tiger/models/x"),
+        ("/out", "/home/tiger/.config/qwen38"),
+        ("/outside/file", None),
+        ("/outer", None),
+    ],
+)
+def test_host_path_follows_the_longest_mount(path, expected):
+    assert _engine.host_path(SEED, path) == expected
+
+
+def test_requirements_of_the_seed_profile():
+    need = _engine.host_requirements(SEED)
+    assert need["gpus"] == "all"
+    assert need["devices"] == ["/dev/infiniband"]
+    assert need["memory"] == 100 * 1024**3
+    assert [p["path"] for p in need["paths"]] == [
+        "/home/tiger/.config/qwen38/chat-template-sglang.jinja",
+        "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead",
+    ]
+
+
+def test_a_node_with_everything_passes():
+    assert _engine.host_problems("spark-1", SEED, GOOD_PROBE) == []
+
+
+def test_cdi_is_as_good_as_the_runtime():
+    probe = GOOD_PROBE.replace(" nvidia", "") + "cdi\t/etc/cdi/nvidia.yaml\n"
+    assert _engine.host_problems("spark-1", SEED, probe) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ((" nvidia", ""), ["spark-2: the profile asks for GPUs", "nvidia-ctk runtime configure"]),
+        (
+            ("/dev/infiniband\tpresent", "/dev/infiniband\tmissing"),
+            ["spark-2: /dev/infiniband", "mlx5_ib"],
+        ),
+        (
+            ("image\tsha256:" + "a" * 64, "image\t"),
+            ["spark-2: image qwen38-dflash2:v1.2.2", "docker load"],
+        ),
+        (
+            ("jinja\tfile", "jinja\tmissing"),
+            ["spark-2: chat template (chat_template) /out/chat", "fix: stage it"],
+        ),
+        (("LMHead\tdir", "LMHead\tfile"), ["model directory (model_path)", "a file, not a dir"]),
+        (
+            ("mem_available\t" + str(110 * 1024**3), "mem_available\t" + str(20 * 1024**3)),
+            ["needs 100.0 GiB but 20.0 GiB"],
+        ),
+    ],
+)
+def test_each_missing_thing_names_host_what_and_fix(change, expected):
+    problems = _engine.host_problems("spark-2", SEED, GOOD_PROBE.replace(*change))
+    assert len(problems) == 1, problems
+    for text in expected:
+        assert text in problems[0]
+    assert "fix:" in problems[0]
+
+
+def test_memory_held_by_the_running_engine_counts_as_free():
+    probe = GOOD_PROBE.replace(str(110 * 1024**3), str(20 * 1024**3)) + "mem_held\t90GiB\n"
+    assert _engine.host_problems("spark-1", SEED, probe) == []
+
+
+def test_pull_allowed_and_paths_off():
+    probe = GOOD_PROBE.replace("image\tsha256:" + "a" * 64, "image\t").replace(
+        "jinja\tfile", "jinja\tmissing"
+    )
+    assert _engine.host_problems("spark-1", SEED, probe, image_pull=True, check_paths=False) == []
+
+
+def test_what_the_weights_stage_stages_is_not_required_yet():
+    # A fresh rack: neither the model directory nor the chat template is there yet.
+    probe = GOOD_PROBE.replace("jinja\tfile", "jinja\tmissing")
+    probe = probe.replace("LMHead\tdir", "LMHead\tmissing")
+    staged = [
+        "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead/",
+        "/home/tiger/.config/qwen38/chat-template-sglang.jinja",
+    ]
+    assert _engine.host_problems("spark-1", SEED, probe, staged=staged) == []
+    # Only what nobody stages is still required: here the chat template.
+    problems = _engine.host_problems("spark-1", SEED, probe, staged=staged[:1])
+    assert len(problems) == 1
+    assert "chat template (chat_template)" in problems[0]
+    assert "which is missing; fix:" in problems[0]
+
+
+def test_a_twin_profile_needs_no_gpu_runtime_nor_device():
+    twin = dict(SEED, container=dict(SEED_CONTAINER, gpus=None, devices=[], memory="2g"))
+    probe = "runtimes\trunc\nimage\tsha256:x\n" + "\n".join(GOOD_PROBE.splitlines()[3:6])
+    assert _engine.host_problems("spark-1", twin, probe) == []
+
+
+# Collected results: the expected failure is a real answer; the rest is reported as it is.
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        (
+            {
+                "rc": 1,
+                "cmd": "ip -j -4 addr show dev enP7s7",
+                "stderr": 'Device "enP7s7" does not exist.',
+                "msg": "non-zero return code",
+            },
+            "",
+        ),
+        ({"rc": 0, "cmd": "ping", "stdout": "1 received"}, ""),
+        ({"skipped": True}, ""),
+        (
+            {
+                "rc": 1,
+                "module_stderr": "Error response from daemon: No such container: spark-4",
+                "module_stdout": "",
+                "msg": "Module result deserialization failed: No start of json char found",
+            },
+            "the module did not run on the host, which is unreachable or gone "
+            "(Error response from daemon: No such container: spark-4)",
+        ),
+        (
+            {"unreachable": True, "msg": "Failed to connect to the host via ssh: timeout"},
+            "host unreachable (Failed to connect",
+        ),
+        (
+            {
+                "rc": 2,
+                "cmd": "ip -j -4 addr",
+                "msg": "Error executing command.",
+                "stdout": "",
+                "stderr": "",
+            },
+            "ip could not be run on the host",
+        ),
+        (
+            {"rc": 2, "cmd": "ping -c 1", "msg": "[Errno 2] No such file or directory: b'ping'"},
+            "ping could not be run on the host",
+        ),
+        (
+            {"rc": 127, "cmd": "docker info", "stderr": "docker: command not found"},
+            "docker is not installed",
+        ),
+        ({"rc": 124, "cmd": "timeout 5 ping", "stderr": ""}, "timed out"),
+        ({"msg": "Timeout (12s) waiting for privilege escalation prompt"}, "did not run (Timeout"),
+        ("nothing", "left no result"),
+    ],
+)
+def test_probe_error(result, expected):
+    got = _probe.probe_error(result)
+    if expected:
+        assert expected in got
+    else:
+        assert got == ""
+
+
+@pytest.mark.parametrize(
+    ("key", "owner"),
+    [
+        ("NCCL_SOCKET_IFNAME", "sglang_nccl_socket_ifname"),
+        ("NCCL_IB_GID_INDEX", "roce role"),
+        ("MASTER_ADDR", "roce_ipv4"),
+        ("MASTER_PORT", "dist_init_port"),
+        ("PYTHONDONTWRITEBYTECODE", "Pitfall 6"),
+        ("HF_ENDPOINT", "hf_endpoint"),
+        ("HF_HUB_OFFLINE", "Hugging Face settings"),
+        ("SPARKFLEET_MODEL_REVISION", "model_revision"),
+        ("SGLANG_HOST_IP", "sglang_nccl_socket_ifname"),
+        ("GLOO_SOCKET_IFNAME", "sglang_nccl_socket_ifname"),
+        ("SGLANG_API_KEY", "sglang_api_key"),
+        ("NCCL_DEBUG", None),
+        ("TORCH_CUDA_ARCH_LIST", None),
+        ("SGLANG_SM120_FLASHMLA_BACKEND", None),
+    ],
+)
+def test_owned_env_keys(key, owner):
+    got = _inventory.owned_env_key(key)
+    if owner is None:
+        assert got is None
+    else:
+        assert owner in got
