@@ -461,10 +461,8 @@ def role_rsync_argv(ssh_dir, src, user, peer, dest):
 
 
 def one_after_another(commands):
-    """One job per peer: the peers' rrsync holds a per-user lock (flock on the store,
-    non-blocking) unless run with -no-lock, so a second rsync into the same peer while
-    one runs dies with "Another instance of rrsync is already accessing this directory".
-    The revisions for one peer go one after another; the peers all at once."""
+    """One job per peer: the revisions for one peer go one after another (as the plain
+    copy's do, so the two figures compare the same pattern); the peers all at once."""
     if len(commands) == 1:
         return commands[0]
     return ["sh", "-c", " && ".join(shlex.join(c) for c in commands)]
@@ -796,7 +794,7 @@ def weights_table(sizes, bulk_mb, runs):
         "file; model bytes are the staged revisions' manifests on the head (main model and "
         "draft). Fan-out: the role's own rsync (fan-out key, pinned host keys, rrsync on "
         "the peers) from the head to every peer at once (one peer's revisions one after "
-        "another: the peers' rrsync holds a per-user lock); aggregate MB/s = bytes x peers / "
+        "another, as in the plain copy); aggregate MB/s = bytes x peers / "
         "wall time. Plain copy: one `tar | ssh` stream to one peer over the same data-plane "
         "network. The twin's model is about 1 MB, so its transfers are handshakes; the "
         f"{bulk_mb} MB file shows the bandwidth, which on the twin is the head's share of "

@@ -115,7 +115,7 @@ def test_worker_authorizes_the_key_for_rrsync_under_the_store_only(name):
     line = lines[0]
     assert line.startswith("restrict,")
     assert f'from="{NODES[HEAD]["roce_ipv4"]},{NODES[HEAD]["ansible_host"]}"' in line
-    assert f'command="/usr/bin/rrsync -wo -no-del {STORE}"' in line
+    assert f'command="/usr/bin/rrsync -wo -no-del -no-lock {STORE}"' in line
     pub = node(HEAD).file(f"{KEY}.pub").content_string.split()[:2]
     assert " ".join(pub) in line
 
