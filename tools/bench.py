@@ -63,6 +63,19 @@ STAMP_LINE = re.compile(
 PROFILE_LINE = re.compile(r"^(?P<task>.+?) -{2,} (?P<secs>\d+\.\d+)s$")
 
 
+def resumed_note(sizes):
+    """The table's note on sizes an earlier, interrupted run measured (`--resume`)."""
+    resumed = {size: s["from_run"] for size, s in sizes.items() if s.get("from_run")}
+    if not resumed:
+        return []
+    return [
+        "",
+        "Measured by an earlier, interrupted run of the same code (`--resume`): "
+        + ", ".join(f"{size} nodes in run {stamp}" for size, stamp in resumed.items())
+        + ".",
+    ]
+
+
 def log(msg):
     print(f"bench: {msg}", flush=True)
 
@@ -354,14 +367,7 @@ def provisioning_table(sizes, ratio, runs):
         "calls: EXEC, PUT, FETCH) per host from one more no-change run at -vvv; tasks counts "
         "ok + changed of the busiest host; round-trips min-max over hosts.",
     ]
-    resumed = {size: s["from_run"] for size, s in sizes.items() if s.get("from_run")}
-    if resumed:
-        lines += [
-            "",
-            "Measured by an earlier, interrupted run of the same code (`--resume`): "
-            + ", ".join(f"{size} nodes in run {stamp}" for size, stamp in resumed.items())
-            + ".",
-        ]
+    lines += resumed_note(sizes)
     for size, s in sizes.items():
         if s.get("time_by_role"):
             lines += ["", f"Where the {size}-node no-change run spends its time, per role:", ""]
@@ -779,14 +785,7 @@ def weights_table(sizes, bulk_mb, runs):
             f"{num(bulk.get('fanout_mb_s'))} ({num(bulk.get('fanout_per_peer_mb_s'))}) | "
             f"{num(bulk.get('plain_mb_s'))} |"
         )
-    resumed = {size: s["from_run"] for size, s in sizes.items() if s.get("from_run")}
-    if resumed:
-        lines += [
-            "",
-            "Measured by an earlier, interrupted run of the same code (`--resume`): "
-            + ", ".join(f"{size} nodes in run {stamp}" for size, stamp in resumed.items())
-            + ".",
-        ]
+    lines += resumed_note(sizes)
     lines += [
         "",
         f"{runs} run(s) per size; served / model target 1.0 (each file crosses the mirror "

@@ -120,18 +120,23 @@ def _digest(path):
         return hashlib.sha256(handle.read()).hexdigest()
 
 
-def publish_link(src, link, check, actions):
-    target = os.path.relpath(src, os.path.dirname(link))
-    if os.path.islink(link) and os.readlink(link) == target:
+def _point(path, target, check, actions):
+    """Make path a symlink to target; a file or directory there that is not ours is moved
+    aside, never removed."""
+    if os.path.islink(path) and os.readlink(path) == target:
         return
-    if os.path.lexists(link) and not os.path.islink(link):
-        actions.append(f"move {link} aside to {link}.pre-sparkfleet (it is not ours)")
+    if os.path.lexists(path) and not os.path.islink(path):
+        actions.append(f"move {path} aside to {path}.pre-sparkfleet (it is not ours)")
         if not check:
-            _aside(link)
-    actions.append(f"point {link} at {target}")
+            _aside(path)
+    actions.append(f"point {path} at {target}")
     if not check:
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        _symlink(target, link)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _symlink(target, path)
+
+
+def publish_link(src, link, check, actions):
+    _point(link, os.path.relpath(src, os.path.dirname(link)), check, actions)
 
 
 def _blob_ok(blob, source):
@@ -181,17 +186,7 @@ def publish_hf(src, hub, repo, commit, files, check, actions):
         os.rename(tmp, snapshot)
         return
     for name, target in wanted.items():
-        path = os.path.join(snapshot, name)
-        if os.path.islink(path) and os.readlink(path) == target:
-            continue
-        if os.path.lexists(path) and not os.path.islink(path):
-            actions.append(f"move {path} aside (it is not ours)")
-            if not check:
-                _aside(path)
-        actions.append(f"link {path} to {target}")
-        if not check:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            _symlink(target, path)
+        _point(os.path.join(snapshot, name), target, check, actions)
 
 
 def publish_copy(src, name, dest, check, actions):
