@@ -20,22 +20,33 @@ def sparkfleet_probe_error(result, what="the probe"):
     return probe_error(result, what)
 
 
-def sglang_host_requirements(engine):
-    """Devices, mounted files and directories, GPUs and memory the profile needs on a node."""
+def sglang_host_requirements(engine, offline=False):
+    """Devices, mounted files and directories, GPUs and memory the profile needs on a node.
+
+    ``offline``: the engine boots with HF_HUB_OFFLINE=1 (a hub-id draft must be cached)."""
     try:
-        return host_requirements(engine)
+        return host_requirements(engine, bool(offline))
     except ValueError as exc:
         raise AnsibleFilterError(f"sglang_host_requirements: {exc}") from exc
 
 
-def sglang_host_problems(probe, host, engine, image_pull=False, check_paths=True, staged=None):
+def sglang_host_problems(
+    probe, host, engine, image_pull=False, check_paths=True, staged=None, offline=False
+):
     """What a node lacks for the profile, each naming host, what and the fix.
 
     ``staged``: host paths the weights stage of the same run provides (not required yet).
+    ``offline``: the engine boots with HF_HUB_OFFLINE=1 (a hub-id draft must be cached).
     """
     try:
         return host_problems(
-            host, engine, probe, bool(image_pull), bool(check_paths), list(staged or [])
+            host,
+            engine,
+            probe,
+            bool(image_pull),
+            bool(check_paths),
+            list(staged or []),
+            bool(offline),
         )
     except ValueError as exc:
         raise AnsibleFilterError(f"sglang_host_problems: {exc}") from exc

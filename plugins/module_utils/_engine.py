@@ -257,12 +257,31 @@ def host_path(profile, container_path):
     return src.rstrip("/") + ("/" + rest if rest else "")
 
 
-def host_requirements(profile):
+# Where the engine looks for hub repos (the image's HOME cache); the weights stage puts
+# the speculative draft there (plugins/module_utils/_weights.py, HF_HOME_IN_CONTAINER).
+HF_HUB_IN_CONTAINER = "/root/.cache/huggingface/hub"
+
+
+def offline_draft_path(profile):
+    """Container path of the speculative draft's snapshot in the Hugging Face cache, when the
+    draft is a hub repo id pinned to a revision (the engine resolves it there with
+    HF_HUB_OFFLINE=1); None otherwise."""
+    spec = profile.get("speculative") or {}
+    draft, revision = spec.get("draft_model_path"), spec.get("draft_model_revision")
+    if not draft or str(draft).startswith(("/", ".", "~")) or not revision:
+        return None
+    name = "models--" + str(draft).replace("/", "--")
+    return f"{HF_HUB_IN_CONTAINER}/{name}/snapshots/{revision}"
+
+
+def host_requirements(profile, offline=False):
     """What a node must hold before the engine can start, from the profile.
 
     Returns a dict: ``gpus`` (the --gpus value or None), ``devices`` (host device
     paths), ``paths`` (``[{what, path, kind}]``: files and directories the profile
     mounts into the container), ``memory`` (bytes of the container limit or 0).
+    ``offline``: the engine boots with HF_HUB_OFFLINE=1, so a hub-id draft must already
+    be in the mounted Hugging Face cache at its pinned revision.
     """
     container = profile.get("container") or {}
     paths = []
@@ -277,6 +296,24 @@ def host_requirements(profile):
                 paths.append(
                     {"what": f"{what} ({field})", "path": on_host, "kind": kind, "container": value}
                 )
+    draft = offline_draft_path(profile) if offline else None
+    spec = profile.get("speculative") or {}
+    if draft:
+        on_host = host_path(profile, draft)
+        if on_host:
+            paths.append(
+                {
+                    "what": "speculative draft (speculative.draft_model_path at "
+                    "draft_model_revision, in the Hugging Face cache)",
+                    "path": on_host,
+                    "kind": "dir",
+                    "container": draft,
+                    "fix": f"download it on the node (HF_HOME={on_host.split('/hub/')[0]} hf "
+                    f"download {spec['draft_model_path']} --revision "
+                    f"{spec['draft_model_revision']}), let the weights stage fetch it "
+                    "(model_weights_enabled), or boot online (sglang_node_hf_offline: false)",
+                }
+            )
     devices = []
     for device in container.get("devices") or []:
         devices.append(str(device).split(":", 1)[0])
@@ -310,7 +347,9 @@ def parse_probe(text):
     return probe
 
 
-def host_problems(host, profile, probe, image_pull=False, check_paths=True, staged=()):
+def host_problems(
+    host, profile, probe, image_pull=False, check_paths=True, staged=(), offline=False
+):
     """Problems of one node for ``profile``, each naming host, what is missing and the fix.
 
     ``staged``: host paths a later stage of the same run provides (the weights stage's
@@ -324,7 +363,7 @@ def host_problems(host, profile, probe, image_pull=False, check_paths=True, stag
     """
     if not isinstance(probe, dict):
         probe = parse_probe(probe)
-    need = host_requirements(profile)
+    need = host_requirements(profile, offline)
     problems = []
     if need["gpus"] and "nvidia" not in (probe.get("runtimes") or []) and not probe.get("cdi"):
         problems.append(
@@ -356,9 +395,12 @@ def host_problems(host, profile, probe, image_pull=False, check_paths=True, stag
             state = "missing" if found == "missing" else f"a {found}, not a {item['kind']}"
             problems.append(
                 f"{host}: {item['what']} {item['container']} is mounted from {item['path']}, "
-                f"which is {state}; fix: stage it at {item['path']} on {host} before site.yml, "
-                "or let the weights stage fetch it (model_weights_enabled, model_repo and "
-                "model_revision)"
+                f"which is {state}; fix: "
+                + item.get(
+                    "fix",
+                    f"stage it at {item['path']} on {host} before site.yml, or let the weights "
+                    "stage fetch it (model_weights_enabled, model_repo and model_revision)",
+                )
             )
     if need["memory"]:
         free = int(probe.get("mem_available") or 0) + int(probe.get("mem_held") or 0)

@@ -148,6 +148,54 @@ def test_what_the_weights_stage_stages_is_not_required_yet():
     assert "which is missing; fix:" in problems[0]
 
 
+DRAFT_REV = "b" * 40
+DRAFT = dict(
+    SEED,
+    speculative={"draft_model_path": "org/Draft-1B", "draft_model_revision": DRAFT_REV},
+    container=dict(
+        SEED_CONTAINER,
+        volumes=[
+            *SEED_CONTAINER["volumes"],
+            "/home/tiger/.cache/huggingface:/root/.cache/huggingface",
+        ],
+    ),
+)
+DRAFT_HOST = f"/home/tiger/.cache/huggingface/hub/models--org--Draft-1B/snapshots/{DRAFT_REV}"
+
+
+def test_an_offline_boot_needs_the_hub_draft_cached_at_its_revision():
+    # Online (or the weights stage staging it) the draft is not a host requirement.
+    assert DRAFT_HOST not in [p["path"] for p in _engine.host_requirements(DRAFT)["paths"]]
+    need = _engine.host_requirements(DRAFT, offline=True)
+    assert [p["path"] for p in need["paths"]][-1] == DRAFT_HOST
+    assert _engine.host_problems("spark-3", DRAFT, GOOD_PROBE) == []
+    problems = _engine.host_problems("spark-3", DRAFT, GOOD_PROBE, offline=True)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("spark-3: speculative draft (speculative.draft_model_path")
+    assert f"mounted from {DRAFT_HOST}, which is missing" in problems[0]
+    assert "sglang_node_hf_offline: false" in problems[0]
+    assert (
+        f"HF_HOME=/home/tiger/.cache/huggingface hf download org/Draft-1B --revision {DRAFT_REV}"
+        in problems[0]
+    )
+    cached = GOOD_PROBE + f"path\t{DRAFT_HOST}\tdir\n"
+    assert _engine.host_problems("spark-3", DRAFT, cached, offline=True) == []
+
+
+@pytest.mark.parametrize(
+    "speculative",
+    [
+        {"draft_model_path": "/models/draft", "draft_model_revision": DRAFT_REV},
+        {"draft_model_path": "org/Draft-1B"},
+        {},
+    ],
+)
+def test_a_local_or_unpinned_draft_is_not_looked_up_in_the_cache(speculative):
+    profile = dict(DRAFT, speculative=speculative)
+    need = _engine.host_requirements(profile, offline=True)
+    assert not [p for p in need["paths"] if "huggingface" in p["path"]]
+
+
 def test_a_twin_profile_needs_no_gpu_runtime_nor_device():
     twin = dict(SEED, container=dict(SEED_CONTAINER, gpus=None, devices=[], memory="2g"))
     probe = "runtimes\trunc\nimage\tsha256:x\n" + "\n".join(GOOD_PROBE.splitlines()[3:6])
