@@ -895,8 +895,9 @@ def section_recovery(ctx):
     lines += [
         "",
         f"Median (min-max) of {ctx.runs} run(s). The watchdog observes every "
-        "`watchdog_interval_s` (5 s on the twin) inside its cron minute and acts after two bad "
-        "observations; a frozen head counts as wedged only once it is older than "
+        "`watchdog_interval_s` (5 s on the twin) inside its cron minute and acts once a bad "
+        "observation is confirmed `watchdog_confirm_after_s` (2 s) later; a frozen head counts "
+        "as wedged only once it is older than "
         f"`watchdog_grace_s` ({grace} s on the twin), so its crash -> decision includes that "
         "wait. Engine boot: the head container's start to `/health` 200 (the stand-in's own "
         "boot); overhead: decision -> healthy less that boot (evidence, checks, stop, ordered "
