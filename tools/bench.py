@@ -853,6 +853,11 @@ def section_recovery(ctx):
         for run in range(1, ctx.runs + 1):
             for name, node, command in RECOVERY_FAULTS:
                 on_node("spark-1", "/usr/local/sbin/sparkfleet-watchdog", "clear")
+                # A watchdog run ends with the restart it made; the next one starts at the
+                # next cron minute. Measure from a watchdog that is observing again (a
+                # healthy observation after the clear), not from that gap.
+                cleared_at = probe("now")[0].get("now")
+                probe("obs", str(cleared_at), "healthy", "130")
                 crash_at = probe("now")[0].get("now")
                 on_node(node, "sh", "-c", command)
                 snap, rc = probe("restart", str(crash_at), "400")
@@ -896,7 +901,9 @@ def section_recovery(ctx):
         "",
         f"Median (min-max) of {ctx.runs} run(s). The watchdog observes every "
         "`watchdog_interval_s` (5 s on the twin) inside its cron minute and acts once a bad "
-        "observation is confirmed `watchdog_confirm_after_s` (2 s) later; a frozen head counts "
+        "observation is confirmed `watchdog_confirm_after_s` (2 s) later; each fault is "
+        "injected after a healthy observation (a run that restarted the cluster ends, and "
+        "the next starts at the next cron minute); a frozen head counts "
         "as wedged only once it is older than "
         f"`watchdog_grace_s` ({grace} s on the twin), so its crash -> decision includes that "
         "wait. Engine boot: the head container's start to `/health` 200 (the stand-in's own "
