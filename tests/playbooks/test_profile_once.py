@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+from test_validate import REPO, run_playbook
+
 RESOLVE = "Resolve the engine profile (its base, the preset, then sglang_profile_overrides)"
 
 PLAYBOOK = """
@@ -55,32 +55,18 @@ def test_resolved_once_for_the_same_inputs_and_again_for_others(tmp_path):
     book = tmp_path / "play.yml"
     book.write_text(PLAYBOOK)
     out = tmp_path / "out.json"
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
+    proc = run_playbook(
+        "localhost,",
+        str(book),
+        "-c",
+        "local",
+        "-e",
+        f"out={out}",
+        "-e",
+        "spark_mgmt_iface=enP7s7",
+        "-e",
+        f"ansible_python_interpreter={os.path.join(REPO, '.venv', 'bin', 'python')}",
         ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-        ANSIBLE_NOCOLOR="1",
-    )
-    proc = subprocess.run(
-        [
-            os.path.join(REPO, ".venv", "bin", "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            str(book),
-            "-e",
-            f"out={out}",
-            "-e",
-            "spark_mgmt_iface=enP7s7",
-            "-e",
-            f"ansible_python_interpreter={os.path.join(REPO, '.venv', 'bin', 'python')}",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)

@@ -7,26 +7,9 @@ Same bad-inventory harness as test_validate.py: the hosts are in TEST-NET-3 with
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
-from test_validate import REPO, mutate, run_validate, write_inventory
-
-
-def run_playbook(inventory, playbook, *args):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
-        ANSIBLE_NOCOLOR="1",
-    )
-    return subprocess.run(
-        [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", inventory, playbook, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+from test_validate import REPO, mutate, run_playbook, run_validate, write_inventory
 
 
 @pytest.mark.parametrize("playbook", ["site.yml", "playbooks/site.yml", "playbooks/restart.yml"])

@@ -53,20 +53,26 @@ def write_inventory(root, hosts, group, host_extra=None):
             yaml.safe_dump(values, handle)
 
 
-def run_validate(inventory):
+def run_playbook(inventory, playbook, *args, **env_extra):
+    """ansible-playbook of this checkout with its config and collection path."""
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
         ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
         ANSIBLE_NOCOLOR="1",
+        **env_extra,
     )
     return subprocess.run(
-        [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", inventory, PLAYBOOK],
+        [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", inventory, playbook, *args],
         capture_output=True,
         text=True,
         env=env,
         check=False,
     )
+
+
+def run_validate(inventory):
+    return run_playbook(inventory, PLAYBOOK)
 
 
 def mutate(hosts=None, group=None, host_extra=None):
