@@ -11,29 +11,17 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import (
+    CLUSTER_VARS,
     bring_up_order,
     check_cluster,
 )
 
 display = Display()
 
-NODE_VARS = (
-    "spark_rank",
-    "ansible_host",
-    "roce_ipv4",
-    "spark_mgmt_iface",
-    "spark_mgmt_subnet",
-    "roce_iface",
-    "roce_hca",
-    "roce_subnet",
-    "roce_mtu",
-    "roce_gid_mode",
-    "roce_sysfs_root",
-    "sglang_nccl_socket_ifname",
-    "sglang_profile",
-    "sglang_profile_overrides",
-)
-_MISSING = object()
+# One home for the variable list: the checks' table (documented by the role
+# sparkfleet.serving.cluster, whose defaults every play that runs this has in scope).
+NODE_VARS = tuple(CLUSTER_VARS)
+_NONE = object()
 
 
 class ActionModule(ActionBase):
@@ -58,13 +46,10 @@ class ActionModule(ActionBase):
             node = {"host": host}
             host_vars = hostvars[host]
             for var in NODE_VARS:
-                value = _MISSING
                 try:
-                    if var in host_vars:
-                        value = host_vars[var]
+                    node[var] = self._value(host, hostvars, var, defaults, task_vars)
                 except Exception as exc:  # an inventory value that does not template
                     raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
-                node[var] = defaults.get(var) if value is _MISSING else value
             if node["ansible_host"] in (None, host) and "ansible_host" not in host_vars:
                 node["ansible_host"] = None
             nodes.append(node)
@@ -91,3 +76,33 @@ class ActionModule(ActionBase):
                 + "\n".join(f"  - {e}" for e in errors)
             )
         return result
+
+    def _value(self, host, hostvars, var, defaults, task_vars):
+        """``var`` as ``host`` sees it: its own value, else the given or the play's default.
+
+        ``hostvars`` holds inventory variables, extra vars and facts but no role defaults, so
+        a variable the inventory leaves out takes the default the play has in scope (the role
+        sparkfleet.serving.cluster), templated with that host's variables: a default such
+        as ``{{ spark_mgmt_iface }}`` means each node's own NIC, not the running host's.
+        """
+        host_vars = hostvars[host]
+        if var in host_vars:
+            return host_vars[var]
+        if var in defaults:
+            return defaults[var]
+        raw = self._play_default(var, hostvars, task_vars)
+        if raw is _NONE:
+            return None
+        context = dict(hostvars.raw_get(host))
+        return self._templar.copy_with_new_env(available_variables=context).template(raw)
+
+    def _play_default(self, var, hostvars, task_vars):
+        """The raw value of ``var`` the play gives a host that does not set it."""
+        running = task_vars.get("inventory_hostname")
+        # task_vars are the running host's: when its inventory sets var, that value is its
+        # own, not a default, so take the default from the roles in scope instead.
+        if var in task_vars and (running is None or var not in hostvars[running]):
+            return task_vars[var]
+        role = getattr(self._task, "_role", None)
+        role_defaults = role.get_default_vars() if role is not None else {}
+        return role_defaults.get(var, _NONE)

@@ -15,14 +15,27 @@ import re
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import speculative_window
 
-CLUSTER_WIDE = (
-    "spark_mgmt_subnet",
-    "roce_subnet",
-    "roce_mtu",
-    "roce_gid_mode",
-    "sglang_profile",
-    "sglang_profile_overrides",
-)
+# The cluster variables the checks read, with how far each may differ between hosts:
+# "host" is set on every host and differs (identity), "node" may differ (a NIC name after a
+# swap), "cluster" must be equal everywhere. Their defaults and documentation live in one
+# place, the role sparkfleet.serving.cluster (tests/unit check that the two agree).
+CLUSTER_VARS = {
+    "spark_rank": "host",
+    "ansible_host": "host",
+    "roce_ipv4": "host",
+    "spark_mgmt_iface": "node",
+    "spark_mgmt_subnet": "cluster",
+    "roce_iface": "node",
+    "roce_hca": "node",
+    "roce_subnet": "cluster",
+    "roce_mtu": "cluster",
+    "roce_gid_mode": "cluster",
+    "roce_sysfs_root": "node",
+    "sglang_nccl_socket_ifname": "node",
+    "sglang_profile": "cluster",
+    "sglang_profile_overrides": "cluster",
+}
+CLUSTER_WIDE = tuple(var for var, scope in CLUSTER_VARS.items() if scope == "cluster")
 # Flags the collection derives per node or from dedicated fields; an extra_args
 # copy would fight the derived one.
 OWNED_FLAGS = {

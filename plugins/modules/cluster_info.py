@@ -48,7 +48,12 @@ options:
     type: bool
     default: false
   defaults:
-    description: Values used for variables a host does not define (the roles' defaults).
+    description:
+      - Values for variables a host does not define, in place of the defaults the play has in
+        scope (the canary checks its candidate profile this way).
+      - Without an entry, such a variable takes the play's default (the role
+        P(sparkfleet.serving.cluster#role), which every role of the collection depends on),
+        templated with that host's own variables.
     type: dict
     default: {}
   fail_on_error:
@@ -64,8 +69,6 @@ EXAMPLES = r"""
   sparkfleet.serving.cluster_info:
     engine: "{{ sglang_engine }}"
     api_key_set: "{{ sglang_api_key | length > 0 }}"
-    defaults:
-      roce_mtu: "{{ roce_mtu }}"
   run_once: true
   register: cluster
 """
