@@ -31,7 +31,7 @@ import copy
 
 def _f(
     name,
-    type,
+    kind,
     description=None,
     flag=None,
     default=None,
@@ -46,7 +46,7 @@ def _f(
         description = f"C({flag})."
     return {
         "name": name,
-        "type": type,
+        "type": kind,
         "description": description,
         "flag": flag,
         "default": default,
