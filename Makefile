@@ -14,10 +14,10 @@ VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twi
 S ?=
 SCENARIOS := $(if $(S),$(S),default two_node patches canary ssh)
 
-.PHONY: help setup images demo demo-down status lint sanity unit twin molecule test bench bench-engine clean
+.PHONY: help setup images demo demo-down status lint sanity unit profile-spec twin molecule test bench bench-engine clean
 
 help: ## List the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 setup: ## Install host packages, start dockerd, create .venv and the collection link
 	@bash tools/host-deps.sh
@@ -49,6 +49,9 @@ sanity: setup ## ansible-test sanity on a copy of the checkout
 
 unit: setup ## Unit tests (modules, module_utils, filters, presets) and offline inventory checks
 	$(VENV)/python -m pytest tests/unit tests/playbooks -q
+
+profile-spec: setup ## Write the sglang role's entry point profile from plugins/module_utils/_profile_schema.py
+	$(VENV)/python tools/profile_spec.py
 
 twin: images ## Tests of the SGLang stand-in image itself
 	$(VENV)/python -m pytest tests/twin -q

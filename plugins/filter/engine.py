@@ -26,6 +26,9 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import
     is_profile_file,
     resolve,
 )
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
+    argument_spec,
+)
 
 
 def sglang_server_args(engine, node_rank, head_ipv4):
@@ -80,8 +83,8 @@ def sglang_profile_problems(hosts, hostvars, role_path, default_profile, default
     """One line per problem of the hosts' profile settings, hosts with the same problem joined."""
     presets_dir = os.path.join(role_path, "files", "presets")
     presets = sorted(f[:-4] for f in os.listdir(presets_dir) if f.endswith(".yml"))
-    specs = _load_yaml(os.path.join(role_path, "meta", "argument_specs.yml"))["argument_specs"]
-    schema = specs["profile"]["options"]
+    # The profile schema (the role's entry point profile is written from it).
+    schema = argument_spec()
 
     def read(name):
         return _load_yaml(

@@ -10,47 +10,8 @@ per-node launch script, and unit-tested against the seed recipes.
 
 from __future__ import annotations
 
-# Profile field -> SGLang flag, in the order the seed's launch script gives them.
-# Booleans are switches; None/False/"" leave the flag out.
-_SERVER_FLAGS = (
-    ("trust_remote_code", "--trust-remote-code"),
-    ("model_path", "--model-path"),
-    ("tp_size", "--tp-size"),
-    ("pp_size", "--pp-size"),
-    ("nnodes", "--nnodes"),
-    ("__node_rank", "--node-rank"),
-    ("__dist_init_addr", "--dist-init-addr"),
-    ("served_model_name", "--served-model-name"),
-    ("context_length", "--context-length"),
-    ("mem_fraction_static", "--mem-fraction-static"),
-    ("attention_backend", "--attention-backend"),
-    ("chunked_prefill_size", "--chunked-prefill-size"),
-    ("kv_cache_dtype", "--kv-cache-dtype"),
-    ("disable_cuda_graph", "--disable-cuda-graph"),
-    ("disable_prefill_cuda_graph", "--disable-prefill-cuda-graph"),
-    ("cuda_graph_max_bs", "--cuda-graph-max-bs"),
-    ("disable_flashinfer_autotune", "--disable-flashinfer-autotune"),
-    ("speculative.algorithm", "--speculative-algorithm"),
-    ("speculative.draft_model_path", "--speculative-draft-model-path"),
-    ("speculative.draft_model_revision", "--speculative-draft-model-revision"),
-    ("speculative.eagle_topk", "--speculative-eagle-topk"),
-    ("speculative.num_steps", "--speculative-num-steps"),
-    ("speculative.num_draft_tokens", "--speculative-num-draft-tokens"),
-    ("speculative.dspark_block_size", "--speculative-dspark-block-size"),
-    ("speculative.draft_model_quantization", "--speculative-draft-model-quantization"),
-    ("mamba.radix_cache_strategy", "--mamba-radix-cache-strategy"),
-    ("mamba.ssm_dtype", "--mamba-ssm-dtype"),
-    ("mamba.max_cache_size", "--max-mamba-cache-size"),
-    ("max_running_requests", "--max-running-requests"),
-    ("enable_torch_compile", "--enable-torch-compile"),
-    ("torch_compile_max_bs", "--torch-compile-max-bs"),
-    ("num_continuous_decode_steps", "--num-continuous-decode-steps"),
-    ("watchdog_timeout", "--watchdog-timeout"),
-    ("reasoning_parser", "--reasoning-parser"),
-    ("tool_call_parser", "--tool-call-parser"),
-    ("chat_template", "--chat-template"),
-    ("host", "--host"),
-    ("port", "--port"),
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
+    server_flags,
 )
 
 # Python that runs SGLang's entry with an API key taken from the environment, so
@@ -121,7 +82,9 @@ def server_args(profile, node_rank, head_ipv4):
         else None
     )
     args = []
-    for field, flag in _SERVER_FLAGS:
+    # (field, flag) in the seed's order, from the profile schema. Booleans are switches;
+    # None/False/"" leave the flag out.
+    for field, flag in server_flags():
         value = _lookup(values, field) if "." in field else values.get(field)
         if value is None or value is False or value == "":
             continue

@@ -14,6 +14,9 @@ import ipaddress
 import re
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import speculative_window
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
+    owned_flags as schema_owned_flags,
+)
 
 # The cluster variables the checks read, with how far each may differ between hosts:
 # "host" is set on every host and differs (identity), "node" may differ (a NIC name after a
@@ -37,20 +40,15 @@ CLUSTER_VARS = {
 }
 CLUSTER_WIDE = tuple(var for var, scope in CLUSTER_VARS.items() if scope == "cluster")
 # Flags the collection derives per node or from dedicated fields; an extra_args
-# copy would fight the derived one.
-OWNED_FLAGS = {
-    "--dist-init-addr": "derived from rank 0's roce_ipv4 and dist_init_port",
-    "--node-rank": "derived from spark_rank",
-    "--nnodes": "the profile field nnodes",
-    "--tp-size": "the profile field tp_size",
-    "--pp-size": "the profile field pp_size",
-    "--host": "the profile field host",
-    "--port": "the profile field port",
-    "--api-key": "the vaulted variable sglang_api_key",
-    "--model-path": "the profile field model_path",
-    "--served-model-name": "the profile field served_model_name",
-    "--watchdog-timeout": "the profile field watchdog_timeout",
-}
+# copy would fight the derived one. The profile schema marks which (owned_flags).
+OTHER_OWNED_FLAGS = {"--api-key": "the vaulted variable sglang_api_key"}
+
+
+def owned_flags():
+    """SGLang flag -> what sets it, for every flag extra_args may not repeat."""
+    return {**schema_owned_flags(), **OTHER_OWNED_FLAGS}
+
+
 # Environment keys the collection sets for every rank, with what sets them: a copy
 # in the profile's env would silently replace the derived value.
 OWNED_ENV = {
@@ -427,14 +425,15 @@ def _check_engine(host, engine, node_count, api_key_set, report):
         )
 
     extra = [str(a) for a in engine.get("extra_args") or []]
+    owned = owned_flags()
     for arg in extra:
         flag = arg.split("=", 1)[0]
-        if flag in OWNED_FLAGS:
+        if flag in owned:
             report.error(
                 host,
                 f"{var}.extra_args",
                 f"contains {flag}",
-                f"remove it: it is {OWNED_FLAGS[flag]}",
+                f"remove it: it is {owned[flag]}",
             )
 
     env = engine.get("env") or {}

@@ -10,6 +10,8 @@ import copy
 import difflib
 import os
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import defaults
+
 
 class ProfileError(ValueError):
     """A preset chain the collection does not accept."""
@@ -27,7 +29,11 @@ def merge(base, override):
 
 
 def resolve(preset, base=None, overrides=None, name="preset"):
-    """The profile ``preset`` describes (``base`` is the preset it names, if any)."""
+    """The profile ``preset`` describes (``base`` is the preset it names, if any).
+
+    Every field the schema knows starts at its default (``_profile_schema``), so a preset
+    sets only what differs and the profile still has every field.
+    """
     preset = dict(preset or {})
     base_name = preset.pop("base", None)
     if base_name and base is None:
@@ -39,7 +45,7 @@ def resolve(preset, base=None, overrides=None, name="preset"):
             f"{name} builds on {base_name}, which builds on {base['base']}; "
             "presets may name one base only"
         )
-    return merge(merge(base or {}, preset), overrides or {})
+    return merge(merge(merge(defaults(), base or {}), preset), overrides or {})
 
 
 DATA_DIR = "{data_dir}"
