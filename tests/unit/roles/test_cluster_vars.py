@@ -74,3 +74,11 @@ def test_every_role_has_the_cluster_defaults_in_scope():
     roles = sorted(os.path.basename(p) for p in glob.glob(os.path.join(REPO, "roles", "*")))
     missing = [r for r in roles if r != "cluster" and not _depends_on_cluster(r)]
     assert not missing, f"roles without sparkfleet.serving.cluster as a dependency: {missing}"
+
+
+def test_roles_that_document_a_cluster_variable_give_its_one_default():
+    for path in glob.glob(os.path.join(REPO, "roles", "*", "meta", "argument_specs.yml")):
+        for entry in (_load(path).get("argument_specs") or {}).values():
+            for var, spec in (entry.get("options") or {}).items():
+                if var in _inventory.CLUSTER_VARS and "default" in spec:
+                    assert spec["default"] == DEFAULTS.get(var), f"{path}: {var}"

@@ -12,26 +12,13 @@ import json
 import os
 
 import pytest
-import yaml
+from shipped_presets import NAMES, resolve
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _profile
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
 
 HERE = os.path.dirname(__file__)
-PRESETS = os.path.join(HERE, "..", "..", "..", "roles", "sglang", "files", "presets")
 with open(os.path.join(HERE, "fixtures", "resolved_presets.json"), encoding="utf-8") as handle:
     EXPECTED = json.load(handle)
-NAMES = sorted(f[:-4] for f in os.listdir(PRESETS) if f.endswith(".yml"))
-
-
-def load(name):
-    with open(os.path.join(PRESETS, f"{name}.yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
-
-
-def resolve(name):
-    data = load(name)
-    base = load(data["base"]) if "base" in data else None
-    return _profile.expand_data_dir(_profile.resolve(data, base, None, name))
 
 
 def test_the_fixture_covers_every_preset():

@@ -7,6 +7,7 @@ import os
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from shipped_presets import NAMES, resolve
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils import _profile
 
@@ -22,13 +23,6 @@ def load(path):
 SPECS = load(os.path.join(ROLE, "meta", "argument_specs.yml"))["argument_specs"]
 SPEC = SPECS["main"]["options"]
 FIELDS = SPECS["profile"]["options"]
-NAMES = sorted(f[:-4] for f in os.listdir(PRESETS) if f.endswith(".yml"))
-
-
-def resolve(name, overrides=None):
-    data = load(os.path.join(PRESETS, f"{name}.yml"))
-    base = load(os.path.join(PRESETS, f"{data['base']}.yml")) if "base" in data else None
-    return _profile.expand_data_dir(_profile.resolve(data, base, overrides, name))
 
 
 def test_the_documentation_lists_every_preset():

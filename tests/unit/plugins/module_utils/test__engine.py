@@ -7,27 +7,15 @@ import shlex
 import sys
 
 import pytest
-import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _profile
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+import shipped_presets
 from seed_recipes import QWEN38_TP4_LAUNCH, SRT
 
-PRESETS = os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang", "files", "presets"
-)
-
-
-def raw(name):
-    with open(os.path.join(PRESETS, f"{name}.yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
-
-
-def preset(name):
-    data = raw(name)
-    base = raw(data["base"]) if "base" in data else None
-    return _profile.expand_data_dir(_profile.resolve(data, base))
+raw = shipped_presets.load
+preset = shipped_presets.resolve
 
 
 # Seed 002, section 6: the flags after `python3 -m sglang.launch_server`, rank 2.
