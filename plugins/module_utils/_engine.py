@@ -11,6 +11,7 @@ per-node launch script, and unit-tested against the seed recipes.
 from __future__ import annotations
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
+    defaults,
     server_flags,
 )
 
@@ -77,7 +78,7 @@ def server_args(profile, node_rank, head_ipv4):
     values = dict(profile)
     values["__node_rank"] = int(node_rank)
     values["__dist_init_addr"] = (
-        dist_init_addr(head_ipv4, profile.get("dist_init_port", 23000))
+        dist_init_addr(head_ipv4, profile.get("dist_init_port") or defaults()["dist_init_port"])
         if int(profile.get("nnodes") or 1) > 1
         else None
     )
