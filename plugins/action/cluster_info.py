@@ -45,9 +45,10 @@ class ActionModule(ActionBase):
         for host in hosts:
             node = {"host": host}
             host_vars = hostvars[host]
+            templar = []  # made once per host, only when a default must be evaluated
             for var in NODE_VARS:
                 try:
-                    node[var] = self._value(host, hostvars, var, defaults, task_vars)
+                    node[var] = self._value(host, hostvars, var, defaults, task_vars, templar)
                 except Exception as exc:  # an inventory value that does not template
                     raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
             if node["ansible_host"] in (None, host) and "ansible_host" not in host_vars:
@@ -77,7 +78,7 @@ class ActionModule(ActionBase):
             )
         return result
 
-    def _value(self, host, hostvars, var, defaults, task_vars):
+    def _value(self, host, hostvars, var, defaults, task_vars, templar):
         """``var`` as ``host`` sees it: its own value, else the given or the play's default.
 
         ``hostvars`` holds inventory variables, extra vars and facts but no role defaults, so
@@ -93,8 +94,10 @@ class ActionModule(ActionBase):
         raw = self._play_default(var, hostvars, task_vars)
         if raw is _NONE:
             return None
-        context = dict(hostvars.raw_get(host))
-        return self._templar.copy_with_new_env(available_variables=context).template(raw)
+        if not templar:
+            context = dict(hostvars.raw_get(host))
+            templar.append(self._templar.copy_with_new_env(available_variables=context))
+        return templar[0].template(raw)
 
     def _play_default(self, var, hostvars, task_vars):
         """The raw value of ``var`` the play gives a host that does not set it."""
