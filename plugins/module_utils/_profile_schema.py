@@ -331,14 +331,16 @@ def defaults(table=None):
     rows = _fields(table)
     out = {}
     for row in rows:
-        parent, _dot, leaf = row["name"].rpartition(".")
-        if not parent:
-            if row["type"] == "dict" and _children(rows, row["name"]):
-                out[leaf] = {}
-            else:
-                out[leaf] = copy.deepcopy(row["default"])
-        elif isinstance(out.get(parent), dict):
-            out[parent][leaf] = copy.deepcopy(row["default"])
+        *parents, leaf = row["name"].split(".")
+        node = out
+        for part in parents:  # parents come first in the table, so each is a dict by now
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        if row["type"] == "dict" and _children(rows, row["name"]):
+            node[leaf] = {}
+        else:
+            node[leaf] = copy.deepcopy(row["default"])
     return out
 
 

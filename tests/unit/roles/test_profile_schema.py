@@ -230,3 +230,13 @@ def test_a_new_owned_flag_is_refused_in_extra_args(monkeypatch):
     monkeypatch.setattr(_profile_schema, "FIELDS", tuple(_profile_schema.FIELDS[:-1]))
     errors, _warnings, _ranks = _inventory.check_cluster([node], engine)
     assert not any(NEW["flag"] in error for error in errors), errors
+
+
+def test_defaults_fill_fields_nested_more_than_one_level():
+    table = (
+        _profile_schema._f("a", "dict", "A."),
+        _profile_schema._f("a.b", "dict", "B."),
+        _profile_schema._f("a.b.c", "int", "C.", default=3),
+        _profile_schema._f("a.d", "str", "D.", default="x"),
+    )
+    assert _profile_schema.defaults(table) == {"a": {"b": {"c": 3}, "d": "x"}}
