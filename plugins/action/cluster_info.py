@@ -71,6 +71,9 @@ class ActionModule(ActionBase):
             nodes=nodes,
         )
         if errors and args.get("fail_on_error", True):
+            # The message says it all: a failed run prints its result, and every node's
+            # variables would bury the message under a dump of about 40 lines per node.
+            del result["nodes"]
             result["failed"] = True
             result["msg"] = (
                 f"inventory of {len(hosts)} node(s) has {len(errors)} problem(s):\n"

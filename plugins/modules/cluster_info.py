@@ -104,7 +104,7 @@ bring_up_order:
   sample: [spark-4, spark-3, spark-2, spark-1]
 nodes:
   description: The values read for each host.
-  returned: always
+  returned: when no problem was found, or with O(fail_on_error=false)
   type: list
   elements: dict
 """

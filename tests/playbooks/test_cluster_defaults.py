@@ -65,3 +65,13 @@ def test_a_value_set_on_the_running_host_is_not_taken_as_everyones_default(tmp_p
     assert result.returncode != 0, output
     assert "spark-2: roce_mtu differs from spark-1's" in output
     assert "UNREACHABLE" not in output
+
+
+def test_a_refused_inventory_prints_its_message_not_every_nodes_variables(tmp_path):
+    hosts, group, host_extra = mutate(group={"roce_mtu": 1500})
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result = run_validate(str(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "spark-1: roce_mtu is 1500" in output
+    assert "203.0.113.13" not in output  # spark-2's ansible_host: no dump of the nodes
