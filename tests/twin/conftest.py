@@ -21,6 +21,7 @@ from twin_helpers import (
     Cluster,
     clamp_patch,
     docker,
+    remove_containers,
     stack_dump_patch,
 )
 
@@ -35,9 +36,10 @@ def engine_images():
     for mode in ("timestamp", "unchecked-hash"):
         subprocess.run([str(ROOT / "twin/engine/build.sh"), "--pyc-mode", mode], check=True)
     yield {"timestamp": IMAGE, "unchecked-hash": IMAGE_UNCHECKED}
-    leftovers = docker("ps", "-aq", "--filter", f"name=^/{PREFIX}-", check=False).stdout.split()
-    if leftovers:
-        docker("rm", "-f", *leftovers, check=False)
+    leftovers = docker(
+        "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^/{PREFIX}-", check=False
+    ).stdout.split()
+    remove_containers(leftovers)
 
 
 @pytest.fixture(scope="session")

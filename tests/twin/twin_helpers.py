@@ -50,9 +50,11 @@ def docker(*args, check=True, timeout=120, input=None):
 
 
 def remove_containers(names):
-    names = [n for n in names if n.startswith("sgltest-")]
-    if names:
-        docker("rm", "-f", *names, check=False)
+    # One at a time: parallel removals on one network can leave docker's endpoint
+    # count stale (see twin/playbooks/tasks/remove_networks.yml).
+    for name in names:
+        if name.startswith("sgltest-"):
+            docker("rm", "-f", name, check=False)
 
 
 def container_state(name):
