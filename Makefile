@@ -59,7 +59,7 @@ twin: images ## Tests of the SGLang stand-in image itself
 molecule: images ## Molecule scenarios on the simulated cluster (S=<scenario> for one)
 	@for s in $(SCENARIOS); do \
 	  echo "== molecule test -s $$s"; \
-	  $(VENV)/molecule test -s $$s || exit 1; \
+	  bash tools/stage.sh "  $$s" $(VENV)/molecule test -s $$s || exit 1; \
 	done
 
 test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (each stage runs; fails if any failed)

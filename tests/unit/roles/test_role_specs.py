@@ -21,7 +21,6 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 STAGE_FACTS = (
     "preflight_cluster",
     "roce_node",
-    "roce_gid_index",
     "sglang_patches_mounts",
     "sglang_patches_pyc_masks",
     "sglang_patches_image_id",

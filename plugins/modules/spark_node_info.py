@@ -1,0 +1,296 @@
+#!/usr/bin/python
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: spark_node_info
+short_description: Read what a Spark node holds in one call
+version_added: 0.2.0
+author: sparkfleet maintainers (@sparkfleet)
+description:
+  - Reads, in one module call, the state a sparkfleet stage compares with what it should be -
+    the data-plane and management NICs (state, MTU, IPv4 addresses in their order), the RoCE
+    GID row of the data-plane address (as M(sparkfleet.serving.roce_gid_info) selects it),
+    managed paths (type, mode, owner, group, sha256 or link target), small JSON records the
+    collection wrote, docker images and containers, and no-fragment pings to the peers' data-plane
+    addresses (sent in parallel).
+  - Read-only. An item that cannot be read is reported with an C(error) in its record; the
+    module fails only on invalid options, so one missing NIC or file never hides the rest.
+extends_documentation_fragment:
+  - sparkfleet.serving.attributes
+  - sparkfleet.serving.attributes.info_module
+options:
+  nics:
+    description:
+      - Network interface names to report (for example C(roce_iface) and C(spark_mgmt_iface)).
+    type: list
+    elements: str
+    default: []
+  gid:
+    description:
+      - The GID row to find. Omit to skip the GID table.
+    type: dict
+    suboptions:
+      address:
+        description: The data-plane IPv4 address (C(roce_ipv4)).
+        type: str
+        required: true
+      hca:
+        description: Only this HCA (C(roce_hca)); empty searches every HCA.
+        type: str
+      roce_version:
+        description: RoCE version of the row.
+        type: int
+        choices: [1, 2]
+        default: 2
+      sysfs_root:
+        description: GID table root (C(roce_sysfs_root)).
+        type: path
+        default: /sys/class/infiniband
+  paths:
+    description:
+      - Managed paths to report with their sha256 (regular files), mode, owner, group and link
+        target.
+    type: list
+    elements: path
+    default: []
+  json_files:
+    description:
+      - Small JSON files whose parsed content is returned (records and manifests the collection
+        writes).
+    type: list
+    elements: path
+    default: []
+  images:
+    description:
+      - Docker image references to look up (their local image id).
+    type: list
+    elements: str
+    default: []
+  containers:
+    description:
+      - Docker container names to look up (state, start time, image id).
+    type: list
+    elements: str
+    default: []
+  peers:
+    description:
+      - Data-plane addresses to ping with the don't-fragment bit set, all at once.
+    type: list
+    elements: str
+    default: []
+  ping_size:
+    description:
+      - Payload bytes of each ping; V(0) means the size that fills O(mtu) (C(mtu - 28)).
+    type: int
+    default: 0
+  mtu:
+    description:
+      - The MTU the pings must pass (C(roce_mtu)); used when O(ping_size=0).
+    type: int
+    default: 9000
+  ping_timeout:
+    description:
+      - Seconds each ping waits for its answer.
+    type: int
+    default: 2
+notes:
+  - Docker is asked once for all images and once for all containers; a node without docker
+    reports every image and container with an C(error).
+seealso:
+  - module: sparkfleet.serving.roce_gid_info
+"""
+
+EXAMPLES = r"""
+- name: Read the node's state in one call
+  sparkfleet.serving.spark_node_info:
+    nics: ["{{ roce_iface }}", "{{ spark_mgmt_iface }}"]
+    gid:
+      address: "{{ roce_ipv4 }}"
+      hca: "{{ roce_hca }}"
+      sysfs_root: "{{ roce_sysfs_root }}"
+    paths:
+      - /usr/local/sbin/sparkfleet-sglang
+    json_files:
+      - /etc/ansible/facts.d/sparkfleet_roce.fact
+    containers: ["{{ sglang_engine.container_name }}"]
+    peers: "{{ groups['spark_nodes'] | difference([inventory_hostname])
+               | map('extract', hostvars, 'roce_ipv4') | list }}"
+    mtu: "{{ roce_mtu }}"
+  register: __node
+"""
+
+RETURN = r"""
+nics:
+  description: Per NIC name, C(exists), C(operstate), C(mtu), C(ipv4) (CIDR, in order), C(carrier).
+  returned: always
+  type: dict
+  sample:
+    enp1s0f0np0: {exists: true, operstate: up, mtu: 9000, ipv4: [10.0.30.1/24], carrier: 1}
+gid:
+  description: C(found), and C(index), C(hca), C(port), C(gid), C(netdev) or C(error).
+  returned: when O(gid) is given
+  type: dict
+  sample:
+    found: true
+    index: 3
+    hca: rocep1s0f0
+    port: 1
+    gid: "0000:0000:0000:0000:0000:ffff:0a00:1e01"
+    netdev: enp1s0f0np0
+paths:
+  description: Per path, C(exists), C(type), C(mode), C(owner), C(group), C(sha256) or C(target).
+  returned: always
+  type: dict
+  sample:
+    /usr/local/sbin/sparkfleet-sglang:
+      exists: true
+      type: file
+      mode: "0755"
+      owner: root
+      group: root
+      size: 5120
+      sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+json_files:
+  description: Per path, C(exists) and C(content), or C(error).
+  returned: always
+  type: dict
+images:
+  description: Per reference, C(exists) and C(id).
+  returned: always
+  type: dict
+containers:
+  description: Per name, C(exists), C(status), C(running), C(started_at), C(image), C(exit_code).
+  returned: always
+  type: dict
+peers:
+  description: Per address, C(ok), C(size), C(rtt_ms) or C(error).
+  returned: always
+  type: dict
+  sample:
+    10.0.30.2: {ok: true, size: 8972, rtt_ms: 0.071}
+elapsed_s:
+  description: Seconds the module took on the node.
+  returned: always
+  type: float
+"""
+
+import concurrent.futures
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import (
+    PING_OVERHEAD,
+    docker_records,
+    gid_record,
+    json_record,
+    nic_records,
+    path_record,
+    ping_argv,
+    ping_record,
+)
+
+LANG_C = {"LANG": "C", "LC_ALL": "C"}
+
+
+def _nics(module, names):
+    if not names:
+        return {}
+    ip = module.get_bin_path("ip")
+    if not ip:
+        return {name: {"exists": None, "error": "ip (iproute2) is not installed"} for name in names}
+    rc, out, err = module.run_command([ip, "-j", "addr", "show"], environ_update=LANG_C)
+    if rc != 0:
+        return {
+            name: {"exists": None, "error": f"ip -j addr show: {err.strip()}"} for name in names
+        }
+    return nic_records(out, names)
+
+
+def _docker(module, kind, names):
+    if not names:
+        return {}
+    docker = module.get_bin_path("docker")
+    if not docker:
+        return {name: {"exists": None, "error": "docker is not installed"} for name in names}
+    rc, out, err = module.run_command([docker, kind, "inspect", *names], environ_update=LANG_C)
+    if rc != 0 and not out.strip().startswith("["):
+        return {
+            name: {"exists": None, "error": f"docker {kind} inspect: {err.strip()}"}
+            for name in names
+        }
+    return docker_records(out, names, kind)
+
+
+def _pings(module, peers, size, timeout):
+    if not peers:
+        return {}
+    ping = module.get_bin_path("ping")
+    if not ping:
+        return {
+            peer: {"ok": False, "size": size, "error": "ping is not installed"} for peer in peers
+        }
+
+    def one(peer):
+        rc, out, err = module.run_command(
+            ping_argv(ping, peer, size, timeout), environ_update=LANG_C
+        )
+        return ping_record(rc, out, err, size)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(peers))) as pool:
+        return dict(zip(peers, pool.map(one, peers)))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nics=dict(type="list", elements="str", default=[]),
+            gid=dict(
+                type="dict",
+                options=dict(
+                    address=dict(type="str", required=True),
+                    hca=dict(type="str"),
+                    roce_version=dict(type="int", choices=[1, 2], default=2),
+                    sysfs_root=dict(type="path", default="/sys/class/infiniband"),
+                ),
+            ),
+            paths=dict(type="list", elements="path", default=[]),
+            json_files=dict(type="list", elements="path", default=[]),
+            images=dict(type="list", elements="str", default=[]),
+            containers=dict(type="list", elements="str", default=[]),
+            peers=dict(type="list", elements="str", default=[]),
+            ping_size=dict(type="int", default=0),
+            mtu=dict(type="int", default=9000),
+            ping_timeout=dict(type="int", default=2),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    size = p["ping_size"] or p["mtu"] - PING_OVERHEAD
+    if size <= 0:
+        module.fail_json(
+            msg=f"ping size {size} is not positive: give mtu > {PING_OVERHEAD} or ping_size"
+        )
+    start = time.monotonic()
+    result = dict(
+        changed=False,
+        nics=_nics(module, p["nics"]),
+        paths={path: path_record(path) for path in p["paths"]},
+        json_files={path: json_record(path) for path in p["json_files"]},
+        images=_docker(module, "image", p["images"]),
+        containers=_docker(module, "container", p["containers"]),
+        peers=_pings(module, p["peers"], size, p["ping_timeout"]),
+    )
+    if p["gid"]:
+        g = p["gid"]
+        result["gid"] = gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"])
+    result["elapsed_s"] = round(time.monotonic() - start, 3)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""spark_node_info: one call returns every item, real files and GID trees, faked commands."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _node_state
+from ansible_collections.sparkfleet.serving.plugins.modules import spark_node_info
+from ansible_collections.sparkfleet.serving.tests.unit.plugins.modules.test_roce_gid_info import (
+    write_table,
+)
+
+IP_JSON = json.dumps(
+    [
+        {"ifname": "lo", "mtu": 65536, "operstate": "UNKNOWN", "addr_info": []},
+        {
+            "ifname": "enp1s0f0np0",
+            "mtu": 9000,
+            "operstate": "UP",
+            "addr_info": [
+                {"family": "inet", "local": "10.0.22.1", "prefixlen": 24},
+                {"family": "inet6", "local": "fe80::1", "prefixlen": 64},
+                {"family": "inet", "local": "10.0.30.1", "prefixlen": 24},
+            ],
+        },
+    ]
+)
+IMAGE_JSON = json.dumps([{"Id": "sha256:" + "a" * 64, "RepoTags": ["sglang:0.5.9"]}])
+CONTAINER_JSON = json.dumps(
+    [
+        {
+            "Id": "c" * 64,
+            "Name": "/sglang-rank0",
+            "Image": "sha256:" + "a" * 64,
+            "State": {
+                "Status": "running",
+                "Running": True,
+                "StartedAt": "2026-12-03T19:00:00.1Z",
+                "ExitCode": 0,
+            },
+        }
+    ]
+)
+PING_OK = "8980 bytes from 10.0.30.2: icmp_seq=1 ttl=64 time=0.071 ms\n"
+PING_TOO_BIG = (1, "", "ping: local error: message too long, mtu=1500\n")
+
+
+class Exited(Exception):
+    def __init__(self, payload):
+        super().__init__(payload)
+        self.payload = payload
+
+
+@pytest.fixture
+def node(monkeypatch):
+    """Fake binaries: every command is answered from ``node['answers']`` by its argv."""
+    calls = {"argv": [], "bins": {"ip", "docker", "ping"}}
+
+    def answer(argv):
+        name = os.path.basename(argv[0])
+        if name == "ip":
+            return 0, IP_JSON, ""
+        if name == "docker" and argv[1] == "image":
+            return 1, IMAGE_JSON, "Error: No such image: missing:1\n"
+        if name == "docker":
+            return 0, CONTAINER_JSON, ""
+        if argv[-1] == "10.0.30.2":
+            return 0, PING_OK, ""
+        if argv[-1] == "10.0.30.3":
+            return PING_TOO_BIG
+        return 1, "1 packets transmitted, 0 received, 100% packet loss\n", ""
+
+    def run_command(self, args, **kwargs):
+        calls["argv"].append(list(args))
+        assert kwargs.get("environ_update", {}).get("LANG") == "C"
+        return answer(args)
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return f"/usr/bin/{name}" if name in calls["bins"] else None
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
+    monkeypatch.setattr(
+        basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(Exited(kw))
+    )
+    monkeypatch.setattr(
+        basic.AnsibleModule,
+        "fail_json",
+        lambda self, msg, **kw: (_ for _ in ()).throw(Exited(dict(kw, msg=msg, failed=True))),
+    )
+    return calls
+
+
+def run(args):
+    with patch_module_args(args), pytest.raises(Exited) as info:
+        spark_node_info.main()
+    return info.value.payload
+
+
+def test_everything_in_one_call(node, tmp_path):
+    root = write_table(tmp_path / "ib", "rocep1s0f0", ["10.0.22.1", "10.0.30.1"])
+    script = tmp_path / "launcher"
+    script.write_text("#!/bin/sh\n")
+    os.chmod(script, 0o750)
+    link = tmp_path / "current"
+    link.symlink_to("rev-abc")
+    record = tmp_path / "record.json"
+    record.write_text('{"gid_index": 5}')
+    result = run(
+        {
+            "nics": ["enp1s0f0np0", "enP7s7"],
+            "gid": {"address": "10.0.30.1", "hca": "rocep1s0f0", "sysfs_root": root},
+            "paths": [str(script), str(link), str(tmp_path / "gone")],
+            "json_files": [str(record)],
+            "images": ["sglang:0.5.9", "missing:1"],
+            "containers": ["sglang-rank0"],
+            "peers": ["10.0.30.2", "10.0.30.3", "10.0.30.4"],
+            "mtu": 9000,
+            "_ansible_check_mode": True,
+        }
+    )
+    assert result["changed"] is False
+    nic = result["nics"]["enp1s0f0np0"]
+    assert (nic["mtu"], nic["operstate"], nic["ipv4"]) == (
+        9000,
+        "up",
+        ["10.0.22.1/24", "10.0.30.1/24"],
+    )
+    assert result["nics"]["enP7s7"] == {"exists": False}
+    assert result["gid"]["found"] and result["gid"]["index"] == 5
+    got = result["paths"][str(script)]
+    assert (got["type"], got["mode"], got["sha256"]) == (
+        "file",
+        "0750",
+        hashlib.sha256(b"#!/bin/sh\n").hexdigest(),
+    )
+    assert result["paths"][str(link)]["target"] == "rev-abc"
+    assert result["paths"][str(tmp_path / "gone")] == {"exists": False}
+    assert result["json_files"][str(record)]["content"] == {"gid_index": 5}
+    assert result["images"]["sglang:0.5.9"]["id"] == "sha256:" + "a" * 64
+    assert result["images"]["missing:1"] == {"exists": False}
+    assert result["containers"]["sglang-rank0"]["running"] is True
+    assert result["peers"]["10.0.30.2"] == {"ok": True, "size": 8972, "rtt_ms": 0.071}
+    assert "does not fit the path MTU" in result["peers"]["10.0.30.3"]["error"]
+    assert result["peers"]["10.0.30.4"]["error"] == "no answer"
+    pings = [a for a in node["argv"] if a[0].endswith("ping")]
+    assert all(a[1:3] == ["-M", "do"] and "8972" in a for a in pings) and len(pings) == 3
+    # docker asked once for all images and once for all containers
+    assert sum(a[0].endswith("docker") for a in node["argv"]) == 2
+
+
+def test_gid_not_found_is_reported_not_fatal(node, tmp_path):
+    root = write_table(tmp_path / "ib", "rocep1s0f0", ["10.0.22.1"])
+    result = run({"gid": {"address": "10.0.30.1", "sysfs_root": root}})
+    assert result["gid"]["found"] is False
+    assert "10.0.30.1" in result["gid"]["error"] and "10.0.22.1" in result["gid"]["error"]
+
+
+def test_missing_tools_are_named(node):
+    node["bins"].clear()
+    result = run({"nics": ["x"], "images": ["i:1"], "peers": ["10.0.30.2"]})
+    assert "iproute2" in result["nics"]["x"]["error"]
+    assert "docker is not installed" in result["images"]["i:1"]["error"]
+    assert result["peers"]["10.0.30.2"]["error"] == "ping is not installed"
+
+
+def test_an_empty_call_runs_nothing(node):
+    result = run({})
+    assert node["argv"] == []
+    assert {k: result[k] for k in ("nics", "paths", "images", "containers", "peers")} == {
+        "nics": {},
+        "paths": {},
+        "images": {},
+        "containers": {},
+        "peers": {},
+    }
+
+
+def test_bad_ping_size_fails(node):
+    assert run({"mtu": 20, "peers": ["10.0.30.2"]})["failed"] is True
+
+
+@pytest.mark.parametrize(
+    ("rc", "out", "err", "expected"),
+    [
+        (0, PING_OK, "", {"ok": True, "size": 8972, "rtt_ms": 0.071}),
+        (1, "From 10.0.30.9 icmp_seq=1 Frag needed and DF set (mtu = 1500)\n", "", "path MTU"),
+        (2, "", "ping: connect: Network is unreachable\n", "Network is unreachable"),
+        (1, "100% packet loss\n", "", "no answer"),
+    ],
+)
+def test_ping_record(rc, out, err, expected):
+    got = _node_state.ping_record(rc, out, err, 8972)
+    if isinstance(expected, dict):
+        assert got == expected
+    else:
+        assert got["ok"] is False and expected in got["error"]
+
+
+def test_docker_records_short_reference():
+    got = _node_state.docker_records(
+        json.dumps([{"Id": "sha256:b", "RepoTags": ["engine:latest"]}]), ["engine"], "image"
+    )
+    assert got == {"engine": {"exists": True, "id": "sha256:b"}}
+
+
+def test_nic_records_bad_json():
+    assert "ip -j addr" in _node_state.nic_records("not json", ["eth0"])["eth0"]["error"]
