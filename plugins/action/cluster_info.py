@@ -72,7 +72,9 @@ class ActionModule(ActionBase):
                     try:
                         node[var] = host_vars[var]
                     except Exception as exc:
-                        raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
+                        raise AnsibleActionFail(
+                            f"{host}: {var} cannot be evaluated: {exc}"
+                        ) from exc
             nodes.append(node)
 
         errors, warnings, ranks = check_cluster(
@@ -108,7 +110,9 @@ class ActionModule(ActionBase):
 
     def _nodes_only(self, result, group, hosts, task_vars):
         """Whether ``group`` has hosts; if not, how the inventory was read and what it holds."""
-        result.update(changed=False, errors=[], warnings_found=[], nodes=[{"host": h} for h in hosts])
+        result.update(
+            changed=False, errors=[], warnings_found=[], nodes=[{"host": h} for h in hosts]
+        )
         if hosts:
             return result
         sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]

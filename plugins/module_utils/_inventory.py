@@ -361,9 +361,7 @@ def url_problem(value):
     except ValueError as exc:
         return f"{text!r} is not a URL ({exc})"
     if parts.scheme not in ("http", "https"):
-        return f"{text!r} is not an http(s) URL" + (
-            "" if parts.scheme else " (it has no scheme)"
-        )
+        return f"{text!r} is not an http(s) URL" + ("" if parts.scheme else " (it has no scheme)")
     if not parts.hostname:
         return f"{text!r} names no host"
     return None
@@ -668,7 +666,7 @@ def no_nodes_error(group, sources, groups, unparsed=()):
     elif any(not os.path.exists(str(s)) and "," not in str(s) for s in sources) or not sources:
         fix = f"name the cluster's folder: -i inventory/<cluster> (its hosts.yml lists {group})"
     else:
-        near = nearest(group, [n for n in groups if n not in ("all", "ungrouped")])
+        near = nearest(group, [n for n in groups if n not in ("all", "ungrouped", group)])
         fix = (
             f"rename the group {near} to {group}"
             if near

@@ -182,7 +182,8 @@ def check_settings(name, overrides, presets, schema, read):
             (
                 "sglang_profile_overrides",
                 f"is {value_kind(overrides)} ({overrides!r}), not a mapping",
-                "give a mapping of profile fields, e.g. sglang_profile_overrides: {data_dir: /srv/ai}",
+                "give a mapping of profile fields, "
+                "e.g. sglang_profile_overrides: {data_dir: /srv/ai}",
             )
         )
         return problems, None
