@@ -236,3 +236,40 @@ def test_the_shipped_inventories_still_validate(name):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "failed=0" in result.stdout and "unreachable=0" in result.stdout
+
+
+FACTS_THEN_VALIDATE = """
+- name: An earlier play of the same run publishes facts with the collection's prefixes
+  hosts: spark_nodes
+  gather_facts: false
+  tasks:
+    - name: Set facts as the stages do (set_fact and register)
+      ansible.builtin.set_fact:
+        sglang_node_config_hash: abc
+        roce_gid_index: 3
+      changed_when: false
+
+    - name: Register a result under a prefixed name
+      ansible.builtin.debug:
+        msg: registered
+      register: sglang_patches_probe
+
+- name: Validate again
+  ansible.builtin.import_playbook: {validate}
+"""
+
+
+def test_facts_of_an_earlier_play_are_not_inventory_variables(tmp_path):
+    # Facts are not read from the inventory: a playbook importing another after a first
+    # one set them must not be refused for them (only inventory and extra vars are judged).
+    write_inventory(str(tmp_path), *mutate())
+    playbook = tmp_path / "twice.yml"
+    playbook.write_text(FACTS_THEN_VALIDATE.format(validate=VALIDATE), encoding="utf-8")
+    result = run_playbook(str(tmp_path), str(playbook))
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the same names set in the inventory are refused
+    write_inventory(str(tmp_path), *mutate(group={"roce_gid_index": 3}))
+    result = run_playbook(str(tmp_path), VALIDATE)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "roce_gid_index is not a variable of any role of sparkfleet.serving" in output
