@@ -80,10 +80,14 @@ class ActionModule(ActionBase):
         errors, warnings, ranks = check_cluster(
             nodes, args.get("engine") or {}, bool(args.get("api_key_set"))
         )
-        if not defaults:  # the inventory's own check (not the canary's candidate profiles)
+        # The inventory's own check (not the canary's candidate profiles); without the roles'
+        # specs (a partial copy of the collection) nothing could be judged.
+        declared = (
+            {} if defaults else read_declared_variables(ROLES_DIR, self._loader.load_from_file)
+        )
+        if declared:
             errors += unknown_variables(
-                {host: self._inventory_names(hostvars, host) for host in hosts},
-                read_declared_variables(ROLES_DIR, self._loader.load_from_file),
+                {host: self._inventory_names(hostvars, host) for host in hosts}, declared
             )
         for warning in warnings:
             display.warning(warning)

@@ -374,8 +374,8 @@ def _check_data_dir(host, engine, report):
     report.error(
         host,
         "sglang_engine.data_dir",
-        f"{data_dir!r} is a relative path (the node would resolve it against the task's "
-        "working directory)",
+        f"{data_dir!r} is a relative path (every host path of the profile, weights, caches "
+        "and chat template, is built on it)",
         "set sglang_profile_overrides.data_dir to an absolute path, e.g. /srv/sparkfleet",
     )
 
@@ -596,7 +596,7 @@ def declared_variables(specs):
 def read_declared_variables(roles_dir, load):
     """declared_variables of every role under ``roles_dir``; ``load(path)`` parses YAML."""
     specs = {}
-    for role in sorted(os.listdir(roles_dir)):
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else ():
         path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
         if os.path.isfile(path):
             specs[role] = (load(path) or {}).get("argument_specs") or {}
@@ -660,7 +660,7 @@ def no_nodes_error(group, sources, groups, unparsed=()):
     if unparsed:
         problem += "; Ansible could not parse " + "; ".join(f"{p}: {why}" for p, why in unparsed)
         fix = (
-            f"correct {', '.join(p for p, _ in unparsed)} (ansible-inventory -i "
+            f"correct {', '.join(path for path, _why in unparsed)} (ansible-inventory -i "
             f"{sources[0] if sources else '<inventory>'} --graph shows what Ansible reads)"
         )
     elif any(not os.path.exists(str(s)) and "," not in str(s) for s in sources) or not sources:
