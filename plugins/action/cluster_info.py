@@ -6,14 +6,20 @@
 
 from __future__ import annotations
 
+import os
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import (
     CLUSTER_VARS,
+    URL_VARS,
     bring_up_order,
     check_cluster,
+    no_nodes_error,
+    read_declared_variables,
+    unknown_variables,
 )
 
 display = Display()
@@ -22,12 +28,18 @@ display = Display()
 # sparkfleet.serving.cluster, whose defaults every play that runs this has in scope).
 NODE_VARS = tuple(CLUSTER_VARS)
 _NONE = object()
+# The collection's roles, whose argument specs declare every variable an inventory may set.
+ROLES_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
+# Files of an inventory folder Ansible parses as sources (not its group_vars/host_vars).
+SOURCE_SUFFIXES = (".yml", ".yaml", ".json")
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("group", "engine", "api_key_set", "defaults", "fail_on_error"))
+    _VALID_ARGS = frozenset(
+        ("group", "engine", "api_key_set", "defaults", "fail_on_error", "nodes_only")
+    )
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -40,6 +52,8 @@ class ActionModule(ActionBase):
         defaults = args.get("defaults") or {}
         hosts = list(task_vars.get("groups", {}).get(group, []))
         hostvars = task_vars.get("hostvars", {})
+        if not hosts or args.get("nodes_only"):
+            return self._nodes_only(result, group, hosts, task_vars)
 
         nodes = []
         for host in hosts:
@@ -53,11 +67,28 @@ class ActionModule(ActionBase):
                     raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
             if node["ansible_host"] in (None, host) and "ansible_host" not in host_vars:
                 node["ansible_host"] = None
+            for var in URL_VARS:  # checked only where the inventory sets it
+                if var in host_vars:
+                    try:
+                        node[var] = host_vars[var]
+                    except Exception as exc:
+                        raise AnsibleActionFail(
+                            f"{host}: {var} cannot be evaluated: {exc}"
+                        ) from exc
             nodes.append(node)
 
         errors, warnings, ranks = check_cluster(
             nodes, args.get("engine") or {}, bool(args.get("api_key_set"))
         )
+        # The inventory's own check (not the canary's candidate profiles); without the roles'
+        # specs (a partial copy of the collection) nothing could be judged.
+        declared = (
+            {} if defaults else read_declared_variables(ROLES_DIR, self._loader.load_from_file)
+        )
+        if declared:
+            errors += unknown_variables(
+                {host: self._inventory_names(hostvars, host) for host in hosts}, declared
+            )
         for warning in warnings:
             display.warning(warning)
         order = bring_up_order(ranks)
@@ -80,6 +111,67 @@ class ActionModule(ActionBase):
                 + "\n".join(f"  - {e}" for e in errors)
             )
         return result
+
+    def _nodes_only(self, result, group, hosts, task_vars):
+        """Whether ``group`` has hosts; if not, how the inventory was read and what it holds."""
+        result.update(
+            changed=False, errors=[], warnings_found=[], nodes=[{"host": h} for h in hosts]
+        )
+        if hosts:
+            return result
+        sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]
+        groups = {name: list(members) for name, members in task_vars.get("groups", {}).items()}
+        error = no_nodes_error(group, sources, groups, self._unparsed(sources))
+        del result["nodes"], result["warnings_found"]
+        result.update(failed=True, errors=[error], msg=f"inventory has no cluster:\n  - {error}")
+        return result
+
+    def _unparsed(self, sources):
+        """(path, reason) of each YAML/JSON source file that does not parse.
+
+        Ansible only warns about such a file and goes on without its hosts.
+        """
+        found = []
+        for source in sources:
+            if os.path.isdir(source):
+                paths = []
+                for root, dirs, files in os.walk(source):
+                    dirs[:] = sorted(
+                        d for d in dirs if d not in ("group_vars", "host_vars") and d[0] != "."
+                    )
+                    paths += [os.path.join(root, f) for f in sorted(files)]
+            else:
+                paths = [source]
+            for path in paths:
+                if not path.endswith(SOURCE_SUFFIXES) or not os.path.isfile(path):
+                    continue
+                try:
+                    self._loader.load_from_file(path, cache="none")
+                except Exception as exc:  # the parser's own words, with line and column
+                    text = str(exc).strip()
+                    reason = text.splitlines()[0].rstrip(".") if text else type(exc).__name__
+                    origin = getattr(exc, "obj", None)  # where the parser stopped
+                    line = getattr(origin, "line_num", None)
+                    if line:
+                        reason += f" at line {line}, column {getattr(origin, 'col_num', '?')}"
+                    found.append((path, reason))
+        return found
+
+    @staticmethod
+    def _inventory_names(hostvars, host):
+        """Names of the variables the inventory and extra vars give ``host``.
+
+        Facts this run set (set_fact, register) are not inventory variables: a playbook may
+        import another after a first one set them.
+        """
+        names = set(hostvars.raw_get(host))
+        manager = getattr(hostvars, "_variable_manager", None)
+        for cache in ("_nonpersistent_fact_cache", "_fact_cache"):
+            try:
+                names -= set(getattr(manager, cache, {}).get(host) or {})
+            except Exception:  # a fact cache plugin that cannot answer: keep the names
+                continue
+        return names
 
     def _value(self, host, hostvars, var, defaults, task_vars, templar):
         """``var`` as ``host`` sees it: its own value, else the given or the play's default.

@@ -11,12 +11,17 @@ so an operator can correct a new cluster folder before touching the rack.
 from __future__ import annotations
 
 import ipaddress
+import os
+import posixpath
 import re
+from urllib.parse import urlsplit
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import speculative_window
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import nearest
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
     owned_flags as schema_owned_flags,
 )
+from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import COMMIT_RE
 
 # The cluster variables the checks read, with how far each may differ between hosts:
 # "host" is set on every host and differs (identity), "node" may differ (a NIC name after a
@@ -74,6 +79,17 @@ OWNED_ENV_PREFIXES = {
     "HF_": "owned by the collection's Hugging Face settings (hf_endpoint, hf_disable_xet, "
     "sglang_hf_token, weight staging)",
 }
+# Variables of the roles' own (not cluster variables) that name a URL when the inventory sets
+# them; their defaults come from the profile, which is checked as sglang_engine.
+URL_VARS = {
+    "model_weights_hf_endpoint": "remove it to use the profile's hf_endpoint",
+}
+# The collection's variable prefixes. An inventory variable with one of them that no role
+# declares (meta/argument_specs.yml) is read by nothing: a typo (roce_mut), or the name of
+# another version; it is refused, not silently ignored.
+PREFIXES = ("spark_", "roce_", "sglang_", "model_weights_", "watchdog_", "canary_")
+# Argument-spec entry points whose options are not variables.
+NOT_VARIABLES = {("sglang", "profile")}  # profile fields, set in sglang_profile_overrides
 DSV4_SPECULATIVE = ("EAGLE", "DSPARK")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 HEX_RE = re.compile(r"^[0-9a-f]+$")
@@ -314,19 +330,54 @@ def _check_roce(node, report):
         )
 
 
-def _check_pin(host, var, value, report, what):
-    if not value:
+def _check_pin(host, var, value, report, override):
+    """A pin that is set must be a full commit (an unset one is the weights stage's to judge)."""
+    if value is None or value == "":
         return
     text = str(value)
+    fix = f"set {override} to the full 40-character commit sha"
+    if COMMIT_RE.match(text):
+        return
     if "…" in text or text.endswith("..."):
-        report.error(host, var, f"{text!r} is truncated", f"write the full {what}")
-    elif HEX_RE.match(text) and len(text) < 40:
+        report.error(host, var, f"{text!r} is truncated", fix)
+    elif HEX_RE.match(text.lower()) and len(text) < 40:
+        report.error(host, var, f"{text!r} looks like a truncated commit", fix)
+    elif HEX_RE.match(text.lower()):
+        report.error(host, var, f"{text!r} is not a 40-character lowercase commit sha", fix)
+    else:
         report.error(
             host,
             var,
-            f"{text!r} looks like a truncated commit",
-            f"pin the full 40-character {what}",
+            f"{text!r} is not a commit but a branch or tag name, which moves",
+            f"{fix} it points at now",
         )
+
+
+def url_problem(value):
+    """Why ``value`` is not an http(s) URL with a host (None when it is one)."""
+    text = str(value)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        return f"{text!r} is not a URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return f"{text!r} is not an http(s) URL" + ("" if parts.scheme else " (it has no scheme)")
+    if not parts.hostname:
+        return f"{text!r} names no host"
+    return None
+
+
+def _check_data_dir(host, engine, report):
+    data_dir = engine.get("data_dir")
+    if data_dir in (None, "") or posixpath.isabs(str(data_dir)):
+        return
+    report.error(
+        host,
+        "sglang_engine.data_dir",
+        f"{data_dir!r} is a relative path (every host path of the profile, weights, caches "
+        "and chat template, is built on it)",
+        "set sglang_profile_overrides.data_dir to an absolute path, e.g. /srv/sparkfleet",
+    )
 
 
 def _check_engine(host, engine, node_count, api_key_set, report):
@@ -354,15 +405,31 @@ def _check_engine(host, engine, node_count, api_key_set, report):
             f"{image!r} has no tag or digest",
             "pin it (name:tag or name@sha256:...)",
         )
-    _check_pin(host, f"{var}.model_revision", engine.get("model_revision"), report, "commit hash")
+    _check_pin(
+        host,
+        f"{var}.model_revision",
+        engine.get("model_revision"),
+        report,
+        "sglang_profile_overrides.model_revision",
+    )
     spec = engine.get("speculative") or {}
     _check_pin(
         host,
         f"{var}.speculative.draft_model_revision",
         spec.get("draft_model_revision"),
         report,
-        "commit hash",
+        "sglang_profile_overrides.speculative.draft_model_revision",
     )
+    endpoint = engine.get("hf_endpoint")
+    if endpoint not in (None, "") and url_problem(endpoint):
+        report.error(
+            host,
+            f"{var}.hf_endpoint",
+            url_problem(endpoint),
+            "set sglang_profile_overrides.hf_endpoint to the mirror's URL, e.g. "
+            "https://hf-mirror.com",
+        )
+    _check_data_dir(host, engine, report)
 
     for field in ("model_path", "served_model_name", "container_name"):
         if not engine.get(field):
@@ -497,6 +564,117 @@ def _check_engine(host, engine, node_count, api_key_set, report):
         )
 
 
+def _check_url_vars(nodes, report):
+    """URL_VARS a node sets: one line per value, naming every host that sets it."""
+    by_value = {}
+    for node in nodes:
+        for var in URL_VARS:
+            value = node.get(var)
+            if value not in (None, "") and url_problem(value):
+                by_value.setdefault((var, str(value)), []).append(node["host"])
+    for (var, value), hosts in by_value.items():
+        report.error(
+            ", ".join(hosts),
+            var,
+            url_problem(value),
+            f"give the mirror's URL, e.g. https://hf-mirror.com, or {URL_VARS[var]}",
+        )
+
+
+def declared_variables(specs):
+    """Variable name -> roles declaring it, from ``{role: argument_specs}`` (all entry points)."""
+    declared = {}
+    for role, entry_points in sorted(specs.items()):
+        for entry, spec in (entry_points or {}).items():
+            if (role, entry) in NOT_VARIABLES:
+                continue
+            for name in (spec or {}).get("options") or {}:
+                declared.setdefault(name, []).append(role)
+    return declared
+
+
+def read_declared_variables(roles_dir, load):
+    """declared_variables of every role under ``roles_dir``; ``load(path)`` parses YAML."""
+    specs = {}
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else ():
+        path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+        if os.path.isfile(path):
+            specs[role] = (load(path) or {}).get("argument_specs") or {}
+    return declared_variables(specs)
+
+
+def unknown_variables(names_by_host, declared):
+    """One line per variable with a collection prefix that no role declares.
+
+    ``names_by_host``: host -> the variable names its inventory (and extra vars) set.
+    Hosts that set the same unknown variable are named together.
+    """
+    hosts_of = {}
+    for host, names in names_by_host.items():
+        for name in names:
+            if str(name).startswith(PREFIXES) and name not in declared:
+                hosts_of.setdefault(name, []).append(host)
+    report = Report()
+    for name in sorted(hosts_of):
+        near = nearest(name, [d for d in declared if d.startswith(PREFIXES)])
+        hint = f" (did you mean {near}?)" if near else ""
+        fix = (
+            f"rename it to {near}"
+            if near
+            else "correct or remove it; each role's variables: "
+            "ansible-doc -t role sparkfleet.serving.<role>"
+        )
+        report.error(
+            ", ".join(hosts_of[name]),
+            name,
+            f"is not a variable of any role of sparkfleet.serving{hint}, so nothing reads it",
+            fix,
+        )
+    return report.errors
+
+
+def no_nodes_error(group, sources, groups, unparsed=()):
+    """The refusal of an inventory whose ``group`` has no host, with how it was read.
+
+    ``sources``: the inventory sources given (ansible_inventory_sources); ``groups``: group
+    -> hosts as Ansible read them; ``unparsed``: (path, reason) of source files that do not
+    parse (Ansible only warns about them and goes on with what it could read).
+    """
+
+    def shown(source):
+        source = str(source)
+        if os.path.exists(source) or "," in source:
+            return source
+        return f"{source} (which does not exist)"
+
+    read = ", ".join(shown(s) for s in sources) or "no source"
+    found = [
+        f"{name} ({', '.join(hosts)})" if hosts else f"{name} (empty)"
+        for name, hosts in sorted(groups.items())
+        if name not in ("all", "ungrouped") and name != group
+    ]
+    if groups.get("ungrouped"):
+        found.append(f"hosts in no group ({', '.join(groups['ungrouped'])})")
+    problem = f"has no hosts in the inventory read from {read}"
+    problem += f"; groups found: {'; '.join(found)}" if found else "; it has no hosts at all"
+    if unparsed:
+        problem += "; Ansible could not parse " + "; ".join(f"{p}: {why}" for p, why in unparsed)
+        fix = (
+            f"correct {', '.join(path for path, _why in unparsed)} (ansible-inventory -i "
+            f"{sources[0] if sources else '<inventory>'} --graph shows what Ansible reads)"
+        )
+    elif any(not os.path.exists(str(s)) and "," not in str(s) for s in sources) or not sources:
+        fix = f"name the cluster's folder: -i inventory/<cluster> (its hosts.yml lists {group})"
+    else:
+        near = nearest(group, [n for n in groups if n not in ("all", "ungrouped", group)])
+        fix = (
+            f"rename the group {near} to {group}"
+            if near
+            else f"list the Sparks under {group}: hosts: in hosts.yml"
+        )
+    return f"cluster: {group} {problem}; fix: {fix}"
+
+
 def owned_env_key(key):
     """What sets ``key`` when the collection owns it, else None."""
     key = str(key)
@@ -537,6 +715,7 @@ def check_cluster(nodes, engine, api_key_set=False):
     _check_addresses(nodes, report)
     _check_nics(nodes, report)
     _check_roce(nodes[0], report)
+    _check_url_vars(nodes, report)
     head = next((h for h, r in ranks.items() if r == 0), nodes[0]["host"])
     _check_engine(head, engine or {}, len(nodes), api_key_set, report)
     return report.errors, report.warnings, ranks

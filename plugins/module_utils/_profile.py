@@ -73,9 +73,26 @@ def is_profile_file(name):
     return isinstance(name, str) and ("/" in name or name.endswith(PROFILE_FILE_SUFFIXES))
 
 
-def _closest(word, choices):
+def nearest(word, choices):
+    """The choice nearest ``word`` (difflib), or None when none is close."""
     match = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]}?)" if match else ""
+    return match[0] if match else None
+
+
+def closest(word, choices):
+    """`` (did you mean X?)`` for the choice nearest ``word``, else an empty string."""
+    match = nearest(word, choices)
+    return f" (did you mean {match}?)" if match else ""
+
+
+def value_kind(value):
+    """What an inventory value is, as its YAML reads (a tagged str is still a string)."""
+    for kind, name in ((bool, "a boolean"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "null" if value is None else type(value).__name__
 
 
 def unknown_fields(data, schema, prefix):
@@ -84,7 +101,7 @@ def unknown_fields(data, schema, prefix):
     for key, value in (data or {}).items():
         spec = schema.get(key)
         if spec is None:
-            found.append((f"{prefix}{key}", _closest(key, schema)))
+            found.append((f"{prefix}{key}", closest(key, schema)))
         elif isinstance(value, dict) and spec.get("options"):
             found += unknown_fields(value, spec["options"], f"{prefix}{key}.")
     return found
@@ -123,7 +140,7 @@ def check_settings(name, overrides, presets, schema, read):
         return [
             (
                 "sglang_profile",
-                f"{name!r} is not a shipped preset{_closest(name, presets)}",
+                f"{name!r} is not a shipped preset{closest(name, presets)}",
                 f"use one of {', '.join(sorted(presets))}, or a profile file's absolute path",
             )
         ], None
@@ -144,7 +161,7 @@ def check_settings(name, overrides, presets, schema, read):
             return [
                 (
                     label or "sglang_profile",
-                    f"base {base_name!r} is not a shipped preset{_closest(base_name, presets)}",
+                    f"base {base_name!r} is not a shipped preset{closest(base_name, presets)}",
                     f"use one of {', '.join(sorted(presets))}",
                 )
             ], None
@@ -164,8 +181,9 @@ def check_settings(name, overrides, presets, schema, read):
         problems.append(
             (
                 "sglang_profile_overrides",
-                f"is {type(overrides).__name__}, not a mapping",
-                "give a mapping of profile fields",
+                f"is {value_kind(overrides)} ({overrides!r}), not a mapping",
+                "give a mapping of profile fields, "
+                "e.g. sglang_profile_overrides: {data_dir: /srv/ai}",
             )
         )
         return problems, None

@@ -20,7 +20,13 @@ description:
     every host; API and rendezvous ports do not clash; the RoCE MTU is jumbo;
     speculative settings suit the model family (DeepSeek-V4 accepts only EAGLE or DSPARK)
     and the max-tokens clamp exceeds the draft window; image and revisions are fully
-    pinned."
+    pinned (a revision that is set is a 40-character commit, never a branch or tag);
+    C(hf_endpoint) and C(model_weights_hf_endpoint) are http(s) URLs; C(data_dir) is
+    absolute."
+  - Every variable the inventory or extra vars give a host with one of the collection's
+    prefixes (C(spark_), C(roce_), C(sglang_), C(model_weights_), C(watchdog_), C(canary_))
+    must be declared by a role of the collection (its C(meta/argument_specs.yml), any entry
+    point); a misspelt one is refused with the closest declared name, not silently ignored.
   - Each problem names the host, the variable and the fix. An API listening beyond
     loopback without C(sglang_api_key) is reported as a warning.
   - The rendezvous address (C(--dist-init-addr)) is derived from rank 0's C(roce_ipv4),
@@ -40,9 +46,18 @@ options:
   engine:
     description:
       - The resolved engine profile, the C(sglang_engine) fact set by the
-        C(sparkfleet.serving.sglang) role.
+        C(sparkfleet.serving.sglang) role. Required unless O(nodes_only=true).
     type: dict
-    required: true
+  nodes_only:
+    description:
+      - Only check that O(group) has hosts. A play on a group without hosts is skipped
+        (C(no hosts matched)) and the run exits 0, so the first play of every playbook runs
+        this on C(localhost) (C(playbooks/nodes.yml)).
+      - Without hosts the message names the inventory sources given, the groups and hosts
+        Ansible read from them, and any YAML or JSON source file that does not parse (Ansible
+        only warns about it).
+    type: bool
+    default: false
   api_key_set:
     description: Whether C(sglang_api_key) is non-empty (the key itself is never passed here).
     type: bool
@@ -65,6 +80,10 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: Refuse an inventory whose spark_nodes has no hosts (run on localhost)
+  sparkfleet.serving.cluster_info:
+    nodes_only: true
+
 - name: Validate the inventory before touching any node
   sparkfleet.serving.cluster_info:
     engine: "{{ sglang_engine }}"

@@ -114,6 +114,14 @@ def read_preset(name):
             ["num_draft_tokens"],
         ),
         ("profiles/mine.yml", {}, "sglang_profile", ["relative path"]),
+        (
+            "qwen38_27b_tp4_dflash2",
+            "port: 1",
+            "sglang_profile_overrides",
+            ["is a string ('port: 1'), not a mapping", "give a mapping of profile fields"],
+        ),
+        ("qwen38_27b_tp4_dflash2", ["port", 1], "sglang_profile_overrides", ["is a list"]),
+        ("qwen38_27b_tp4_dflash2", 5, "sglang_profile_overrides", ["is a number (5)"]),
         ("/nonexistent/mine.yml", {}, "sglang_profile", ["does not exist"]),
     ],
 )

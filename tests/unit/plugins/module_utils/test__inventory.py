@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import copy
+import glob
+import os
+import re
 
 import pytest
+import yaml
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils import _inventory
 
@@ -147,7 +151,49 @@ def test_a_good_cluster_has_no_problem_and_derives_the_order():
             "model_revision '9e165c30' looks like a truncated commit",
         ),
         (nodes(), engine(model_revision="9e165c30…"), "is truncated"),
-        (nodes(), engine(model_revision="main"), None),
+        (
+            nodes(),
+            engine(model_revision="main"),
+            "spark-1: sglang_engine.model_revision 'main' is not a commit but a branch or tag "
+            "name, which moves; fix: set sglang_profile_overrides.model_revision to the full "
+            "40-character commit sha",
+        ),
+        (nodes(), engine(model_revision="a" * 40), None),
+        (nodes(), engine(model_revision=None), None),
+        (nodes(), engine(model_revision="A" * 40), "is not a 40-character lowercase commit sha"),
+        (nodes(), engine(model_revision="a" * 41), "is not a 40-character lowercase commit sha"),
+        (
+            nodes(),
+            engine(speculative={"algorithm": None, "draft_model_revision": "refs/pr/1"}),
+            "sglang_engine.speculative.draft_model_revision 'refs/pr/1' is not a commit but a "
+            "branch or tag name",
+        ),
+        (
+            nodes(),
+            engine(hf_endpoint="hf-mirror.com"),
+            "spark-1: sglang_engine.hf_endpoint 'hf-mirror.com' is not an http(s) URL (it has no "
+            "scheme); fix: set sglang_profile_overrides.hf_endpoint to the mirror's URL",
+        ),
+        (nodes(), engine(hf_endpoint="http://192.168.3.250:8090"), None),
+        (nodes(), engine(hf_endpoint=None), None),
+        (
+            nodes(**{"2__model_weights_hf_endpoint": "mirror:8090"}),
+            ENGINE,
+            "spark-2: model_weights_hf_endpoint 'mirror:8090' is not an http(s) URL",
+        ),
+        (
+            nodes(**{f"{i}__model_weights_hf_endpoint": "https://" for i in range(1, 5)}),
+            ENGINE,
+            "spark-1, spark-2, spark-3, spark-4: model_weights_hf_endpoint 'https://' names no "
+            "host",
+        ),
+        (nodes(**{"3__model_weights_hf_endpoint": "https://hf.example/"}), ENGINE, None),
+        (
+            nodes(),
+            engine(data_dir="srv/ai"),
+            "spark-1: sglang_engine.data_dir 'srv/ai' is a relative path",
+        ),
+        (nodes(), engine(data_dir="/srv/ai"), None),
         (
             nodes(),
             engine(family="deepseek_v4", speculative={"algorithm": "NEXTN", "num_draft_tokens": 3}),
@@ -219,3 +265,168 @@ def test_no_hosts():
     errors, _warnings, ranks = _inventory.check_cluster([], ENGINE)
     assert ranks == {}
     assert "spark_nodes has no hosts" in errors[0]
+
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+DECLARED = _inventory.read_declared_variables(os.path.join(REPO, "roles"), _load)
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (
+            {h: ["roce_mut"] for h in ("spark-1", "spark-2")},
+            [
+                "spark-1, spark-2: roce_mut is not a variable of any role of sparkfleet.serving "
+                "(did you mean roce_mtu?), so nothing reads it; fix: rename it to roce_mtu"
+            ],
+        ),
+        (
+            {"spark-3": ["sglang_profile_override"], "spark-1": ["sglang_profile_overrides"]},
+            [
+                "spark-3: sglang_profile_override is not a variable of any role of "
+                "sparkfleet.serving (did you mean sglang_profile_overrides?), so nothing reads "
+                "it; fix: rename it to sglang_profile_overrides"
+            ],
+        ),
+        (
+            {"spark-1": ["canary_zzz_qqq"]},
+            [
+                "spark-1: canary_zzz_qqq is not a variable of any role of sparkfleet.serving, so "
+                "nothing reads it; fix: correct or remove it; each role's variables: ansible-doc "
+                "-t role sparkfleet.serving.<role>"
+            ],
+        ),
+        # Not the collection's prefixes, internal facts, profile fields at top level are not
+        # variables of any role either: only the prefixed names are judged.
+        ({"spark-1": ["ansible_host", "sparksim_cluster", "__sglang_preset", "tp_size"]}, []),
+        # Declared in some role, any entry point (preflight's host, watchdog's control).
+        ({"spark-1": ["preflight_ping_timeout_s", "watchdog_grace_s", "sglang_node_bin"]}, []),
+    ],
+)
+def test_an_undeclared_prefixed_variable_is_named_with_the_closest(names, expected):
+    assert _inventory.unknown_variables(names, DECLARED) == expected
+
+
+def test_profile_fields_are_not_variables():
+    # The sglang role's entry point profile documents profile fields (set in
+    # sglang_profile_overrides), not variables: sglang_version at top level is a mistake.
+    assert "sglang_version" not in DECLARED
+    assert _inventory.unknown_variables({"spark-1": ["sglang_version"]}, DECLARED)
+    assert "roce_mtu" in DECLARED and "model_weights_hf_endpoint" in DECLARED
+
+
+def test_declared_variables_reads_every_entry_point():
+    specs = {
+        "a": {"main": {"options": {"a_x": {}}}, "other": {"options": {"a_y": {}}}},
+        "sglang": {"profile": {"options": {"sglang_version": {}}}, "main": {"options": None}},
+    }
+    assert _inventory.declared_variables(specs) == {"a_x": ["a"], "a_y": ["a"]}
+
+
+def _inventory_names():
+    """Every variable name a shipped inventory, twin or molecule extra-vars file sets."""
+    names = set()
+    paths = glob.glob(os.path.join(REPO, "inventory", "*", "**", "*.yml"), recursive=True)
+    paths += glob.glob(os.path.join(REPO, "molecule", "*", "speculative.yml"))
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if text.startswith("$ANSIBLE_VAULT"):
+            continue
+        data = yaml.safe_load(text) or {}
+        if os.path.basename(path) == "hosts.yml":
+            for group in data.values():
+                for host_vars in (group.get("hosts") or {}).values():
+                    names |= set(host_vars or {})
+                names |= set(group.get("vars") or {})
+        else:
+            names |= set(data)
+    # -e name=value and --extra-vars=name=value in molecule scenarios, tools and playbooks
+    for path in glob.glob(
+        os.path.join(REPO, "molecule", "**", "*.yml"), recursive=True
+    ) + glob.glob(os.path.join(REPO, "playbooks", "*.yml")):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        names |= set(re.findall(r"(?:-e |--extra-vars=)([a-z_]+)=", text))
+        names |= set(re.findall(r"-e '\{\{ \{\"([a-z_]+)\"", text))
+    return names
+
+
+def test_shipped_inventories_and_extra_vars_use_only_declared_variables():
+    names = _inventory_names()
+    # the harvest found the variables it should (the test would pass on nothing otherwise)
+    assert {
+        "roce_mtu",
+        "sglang_profile_overrides",
+        "watchdog_grace_s",
+        "canary_production",
+    } <= names
+    assert {"model_weights_enabled", "canary_restore", "canary_results_dir"} <= names
+    assert _inventory.unknown_variables({"any": sorted(names)}, DECLARED) == []
+
+
+def test_no_nodes_names_the_sources_the_groups_and_the_renaming(tmp_path):
+    error = _inventory.no_nodes_error(
+        "spark_nodes",
+        [str(tmp_path)],
+        {"all": ["spark-1", "spark-2"], "ungrouped": [], "sparks": ["spark-1", "spark-2"]},
+    )
+    assert error == (
+        f"cluster: spark_nodes has no hosts in the inventory read from {tmp_path}; groups "
+        "found: sparks (spark-1, spark-2); fix: rename the group sparks to spark_nodes"
+    )
+
+
+def test_no_nodes_names_a_file_that_does_not_parse(tmp_path):
+    hosts = tmp_path / "hosts.yml"
+    error = _inventory.no_nodes_error(
+        "spark_nodes", [str(tmp_path)], {"all": [], "ungrouped": []}, [(str(hosts), "bad key")]
+    )
+    assert (
+        f"it has no hosts at all; Ansible could not parse {hosts}: bad key; fix: correct {hosts}"
+        in error
+    )
+
+
+def test_no_nodes_names_a_source_that_does_not_exist(tmp_path):
+    error = _inventory.no_nodes_error(
+        "spark_nodes", [str(tmp_path / "nope")], {"all": [], "ungrouped": []}
+    )
+    assert f"read from {tmp_path / 'nope'} (which does not exist)" in error
+    assert "fix: name the cluster's folder: -i inventory/<cluster>" in error
+
+
+def test_no_nodes_lists_hosts_in_no_group_and_other_groups(tmp_path):
+    error = _inventory.no_nodes_error(
+        "spark_nodes",
+        [str(tmp_path)],
+        {"all": ["a", "b"], "ungrouped": ["a"], "gpu": ["b"], "spark_nodes": []},
+    )
+    assert "groups found: gpu (b); hosts in no group (a); fix: list the Sparks under" in error
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("https://hf-mirror.com", None),
+        ("http://192.168.3.250:8090/", None),
+        ("hf-mirror.com", "'hf-mirror.com' is not an http(s) URL (it has no scheme)"),
+        ("ftp://mirror", "'ftp://mirror' is not an http(s) URL"),
+        ("http://", "'http://' names no host"),
+        ("http://[::1", "'http://[::1' is not a URL"),
+    ],
+)
+def test_url_problem(value, problem):
+    found = _inventory.url_problem(value)
+    if problem is None:
+        assert found is None
+    else:
+        assert found.startswith(problem), found
