@@ -74,7 +74,7 @@ test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (ea
 	done; \
 	echo "== stages (wall time)"; cat .cache/stages.log; exit $$status
 
-bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + README
+bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + docs/benchmarks.md
 	$(VENV)/python tools/bench.py
 
 bench-engine: setup ## Engine benchmark of INVENTORY from its head (playbooks/bench.yml); prints the results directory

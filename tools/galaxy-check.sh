@@ -19,7 +19,8 @@ if [[ ! -x $venv/bin/python ]] || ! cmp -s "$reqs" "$venv/.requirements.stamp"; 
   log "creating $venv from $reqs"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$reqs" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$venv/bin/python" -c "import galaxy_importer, ansible_builder" # the install above worked
   cp "$reqs" "$venv/.requirements.stamp"
 fi
 
@@ -27,8 +28,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # galaxy-importer finds ansible-doc and ansible-lint on PATH; nothing of the dev venv.
 export PATH="$root/$venv/bin:/usr/local/bin:/usr/bin:/bin"
-export ANSIBLE_COLLECTIONS_PATH="$work/none" ANSIBLE_LOCAL_TEMP="$work/tmp"
+# A HOME of its own: nothing installed for the user (~/.ansible/collections) is read, and
+# ansible-lint's caches are not left behind.
+export HOME="$work/home" ANSIBLE_COLLECTIONS_PATH="$work/none" ANSIBLE_LOCAL_TEMP="$work/tmp"
 unset ANSIBLE_CONFIG
+mkdir -p "$HOME"
 
 ansible-galaxy collection build "$root" --output-path "$work" >/dev/null
 tarball=$(echo "$work"/sparkfleet-serving-*.tar.gz)
