@@ -58,5 +58,10 @@ def test_the_controller_side_downloads_it_documents_exist():
         assert path in text, path
         assert os.path.exists(os.path.join(ROOT, path)), path
     assert "'-m', 'pip', 'download'" in read("roles/model_weights/tasks/venv.yml")
-    for var in ("model_weights_wheel_cache", "sglang_bench_wheel_cache"):
-        assert var in text and var in read(f"roles/{var.rsplit('_wheel', 1)[0]}/defaults/main.yml")
+    for role, var in (
+        ("model_weights", "model_weights_wheel_cache"),
+        ("sglang_bench", "sglang_bench_wheel_cache"),
+        ("sglang_bench", "sglang_bench_results_root"),
+        ("canary", "canary_results_dir"),
+    ):
+        assert var in text and f"\n{var}:" in read(f"roles/{role}/defaults/main.yml"), var
