@@ -80,7 +80,7 @@ def test_relative_links_and_anchors_resolve(path):
     for target in LINK.findall(text):
         if re.match(r"[a-z]+:", target):
             continue
-        file, _, anchor = target.partition("#")
+        file, _sep, anchor = target.partition("#")
         dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
         missing = not os.path.exists(os.path.join(ROOT, dest))
         if missing or (anchor and dest.endswith(".md") and anchor not in anchors(dest)):
