@@ -14,7 +14,7 @@ VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twi
 S ?=
 SCENARIOS := $(if $(S),$(S),default two_node patches canary ssh)
 
-.PHONY: help setup images demo demo-down status lint sanity unit profile-spec twin molecule test bench bench-engine clean
+.PHONY: help setup images demo demo-down status lint sanity unit profile-spec role-docs twin molecule test bench bench-engine clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -37,12 +37,14 @@ status: setup ## Print the cluster report of INVENTORY (read-only)
 demo-down: setup ## Remove the simulated cluster
 	$(VENV)/ansible-playbook -i $(INVENTORY) twin/playbooks/destroy.yml
 
-lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck
+lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck, antsibull-docs, galaxy-importer + ansible-builder
 	$(VENV)/yamllint -s .
 	$(VENV)/ansible-lint
 	$(VENV)/ruff check .
 	$(VENV)/ruff format --check .
 	shellcheck tools/*.sh twin/images/build.sh twin/images/node/sparksim-init twin/engine/build.sh twin/mirror/entrypoint.sh
+	$(VENV)/antsibull-docs lint-collection-docs --plugin-docs .
+	bash tools/galaxy-check.sh
 
 sanity: setup ## ansible-test sanity on a copy of the checkout
 	bash tools/sanity.sh
@@ -52,6 +54,9 @@ unit: setup ## Unit tests (modules, module_utils, filters, presets) and offline 
 
 profile-spec: setup ## Write the sglang role's entry point profile from plugins/module_utils/_profile_schema.py
 	$(VENV)/python tools/profile_spec.py
+
+role-docs: setup ## Write roles/*/README.md from each role's meta/argument_specs.yml (make unit fails when stale)
+	$(VENV)/python tools/role_docs.py
 
 twin: images ## Tests of the SGLang stand-in image itself
 	$(VENV)/python -m pytest tests/twin -q
@@ -69,7 +74,7 @@ test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (ea
 	done; \
 	echo "== stages (wall time)"; cat .cache/stages.log; exit $$status
 
-bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + README
+bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + docs/benchmarks.md
 	$(VENV)/python tools/bench.py
 
 bench-engine: setup ## Engine benchmark of INVENTORY from its head (playbooks/bench.yml); prints the results directory

@@ -17,7 +17,7 @@ is not in this checkout is skipped with a note, so the run still completes):
 Every twin size is benchmarked under the global twin lock, held for that size only
 (other engineers' molecule runs interleave between sizes); the twin's images are built,
 when their inputs changed, by create.yml inside that hold. Results:
-bench/results/<stamp>.json and .md, bench/results/latest.md, and the README block
+bench/results/<stamp>.json and .md, bench/results/latest.md, and the block of docs/benchmarks.md
 between the bench markers. Benchmarks never fail on a number: the exit status is
 non-zero only when a playbook itself failed.
 
@@ -46,8 +46,10 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV_BIN = os.path.join(ROOT, ".venv", "bin")
 SIZES = {2: "inventory/sim-2node", 4: "inventory/sim", 8: "inventory/sim-8node"}
-README_START = "<!-- bench:start (written by make bench) -->"
-README_END = "<!-- bench:end -->"
+# The block of this page between these markers is the latest table.
+DOCS_PAGE = os.path.join("docs", "benchmarks.md")
+DOCS_START = "<!-- bench:start (written by make bench) -->"
+DOCS_END = "<!-- bench:end -->"
 RECAP = re.compile(
     r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
     r"\s+failed=(?P<failed>\d+)\s+skipped=(?P<skipped>\d+)"
@@ -960,16 +962,16 @@ def write(path, text):
     os.replace(tmp, path)
 
 
-def update_readme(table):
-    path = os.path.join(ROOT, "README.md")
+def update_docs(table):
+    path = os.path.join(ROOT, DOCS_PAGE)
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
-    if README_START not in text or README_END not in text:
-        log("README.md has no bench markers: table not copied there")
+    if DOCS_START not in text or DOCS_END not in text:
+        log(f"{DOCS_PAGE} has no bench markers: table not copied there")
         return
-    head, rest = text.split(README_START, 1)
-    _, tail = rest.split(README_END, 1)
-    write(path, f"{head}{README_START}\n{table}{README_END}{tail}")
+    head, rest = text.split(DOCS_START, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    write(path, f"{head}{DOCS_START}\n{table}{DOCS_END}{tail}")
 
 
 def resumed_sizes(path, section="provisioning"):
@@ -1003,7 +1005,7 @@ def main(argv=None):
         "are kept (marked with their run) and not measured again",
     )
     p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
-    p.add_argument("--no-readme", action="store_true", help="do not copy the table into README.md")
+    p.add_argument("--no-docs", action="store_true", help=f"do not copy the table into {DOCS_PAGE}")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     bad = [s for s in sizes if s not in SIZES]
@@ -1054,8 +1056,8 @@ def main(argv=None):
         os.remove(ctx.partial_path)
     write(os.path.join(args.out_dir, f"{stamp}.md"), table)
     write(os.path.join(args.out_dir, "latest.md"), table)
-    if not args.no_readme:
-        update_readme(table)
+    if not args.no_docs:
+        update_docs(table)
     print(table)
     log(f"results: {args.out_dir}/{stamp}.json, logs: {logs_dir}")
     if ctx.failures:

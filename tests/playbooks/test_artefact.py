@@ -91,13 +91,23 @@ def test_tarball_holds_the_collection_and_nothing_of_the_twin(artefact):
     assert "LICENSE" in names
     assert "meta/runtime.yml" in names
     assert "roles/preflight/meta/argument_specs.yml" in names
-    for absent in ("ansible.cfg", "Makefile", "requirements-dev.yml", "requirements.txt"):
+    # what Galaxy's importer and a reader of the installed copy need
+    assert {f"roles/{r}/README.md" for r in ("preflight", "watchdog")} <= names
+    assert {"docs/real-cluster.md", "docs/docsite/extra-docs.yml"} <= names
+    for absent in (
+        "ansible.cfg",
+        "Makefile",
+        "requirements-dev.yml",
+        "requirements.txt",
+        "execution-environment.yml",
+    ):
         assert absent not in names, absent
     for prefix in (
         "molecule/",
         "twin/",
         "tests/",
         "tools/",
+        "bench/",
         "inventory/sim",
         ".collections",
         ".venv",

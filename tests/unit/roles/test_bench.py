@@ -186,12 +186,13 @@ def test_make_bench_skips_sections_whose_feature_is_absent(tmp_path, monkeypatch
         "SECTIONS",
         [make_bench.Section("later", lambda ctx: called.append(1), needs="roles/not_yet")],
     )
-    (tmp_path / "README.md").write_text(
-        f"# x\n{make_bench.README_START}\nold\n{make_bench.README_END}\nrest\n"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / make_bench.DOCS_PAGE).write_text(
+        f"# x\n{make_bench.DOCS_START}\nold\n{make_bench.DOCS_END}\nrest\n"
     )
     assert make_bench.main(["--sections", "later", "--out-dir", str(tmp_path / "out")]) == 0
     assert not called
-    readme = (tmp_path / "README.md").read_text()
+    readme = (tmp_path / make_bench.DOCS_PAGE).read_text()
     assert "Skipped: roles/not_yet is not in this checkout." in readme
     assert "old" not in readme and readme.endswith("rest\n")
     assert (tmp_path / "out" / "latest.md").read_text() in readme
