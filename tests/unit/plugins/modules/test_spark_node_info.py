@@ -88,16 +88,16 @@ def node(monkeypatch):
     def get_bin_path(self, name, required=False, opt_dirs=None):
         return f"/usr/bin/{name}" if name in calls["bins"] else None
 
+    def exit_json(self, **kwargs):
+        raise Exited(kwargs)
+
+    def fail_json(self, msg, **kwargs):
+        raise Exited(dict(kwargs, msg=msg, failed=True))
+
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
-    monkeypatch.setattr(
-        basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(Exited(kw))
-    )
-    monkeypatch.setattr(
-        basic.AnsibleModule,
-        "fail_json",
-        lambda self, msg, **kw: (_ for _ in ()).throw(Exited(dict(kw, msg=msg, failed=True))),
-    )
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     return calls
 
 
