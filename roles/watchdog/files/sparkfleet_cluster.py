@@ -255,20 +255,31 @@ def note_observation(state, kind, now, interval_s):
     return 0
 
 
+def settle_left(state, now, wd):
+    """Seconds until a node that answered again has been back for one interval (0: settled).
+
+    A node that has just booted may answer SSH before its docker does: what it
+    reports in that first interval is not acted on yet.
+    """
+    returned = (state.get("returned") or {}).get("time")
+    if returned is None:
+        return 0.0
+    return max(0.0, returned + wd["interval_s"] - now)
+
+
 def next_pause(state, wd):
     """Seconds until the next observation: the interval, or sooner to confirm a bad one.
 
     A first bad observation is confirmed ``confirm_after_s`` later instead of a whole
-    interval later, so a crash is acted on within about one interval plus that delay.
-    One first seen right after a node answered again is confirmed a whole interval
-    later: a node that has just booted may answer SSH before its docker does.
+    interval later, so a crash is acted on within about one interval plus that delay;
+    one seen right after a node answered again, once that node has settled.
     """
     bad = state.get("bad") or {}
-    if bad.get("kind") in BAD and bad.get("count", 0) < wd["confirm"]:
-        returned = (state.get("returned") or {}).get("time")
-        if returned is not None and 0 <= bad.get("first", 0) - returned < wd["interval_s"]:
-            return wd["interval_s"]
-        return min(wd.get("confirm_after_s", wd["interval_s"]), wd["interval_s"])
+    if bad.get("kind") in BAD:
+        left = settle_left(state, bad.get("last", 0), wd)
+        if bad.get("count", 0) < wd["confirm"] or left > 0:
+            confirm_after = min(wd.get("confirm_after_s", wd["interval_s"]), wd["interval_s"])
+            return min(max(confirm_after, left), wd["interval_s"])
     return wd["interval_s"]
 
 
@@ -588,7 +599,7 @@ class Watchdog:
         # An operator's clear while this run observed (or restarted) holds: what this
         # run remembers from before it is dropped, not written back over it.
         cleared = read_json(self.state_file, {}).get("cleared_at")
-        if cleared and cleared != state.get("cleared_at"):
+        if cleared and cleared > state.get("cleared_at", 0):
             state["cleared_at"] = cleared
             state["restarts"] = [r for r in state.get("restarts", []) if r["time"] > cleared]
             if (state.get("bad") or {}).get("last", 0) <= cleared:
@@ -643,7 +654,7 @@ class Watchdog:
             if not got:
                 self.log(f"another watchdog run holds the lock; this one exits (rc {EX_BUSY})")
                 return EX_BUSY
-            start = self.clock.monotonic()
+            start, started = self.clock.monotonic(), self.clock.time()
             while True:
                 # Read afresh each time: an operator's clear between two observations holds.
                 state = read_json(self.state_file, {})
@@ -651,9 +662,23 @@ class Watchdog:
                 if rc is not None:
                     return rc
                 pause = next_pause(state, wd)
-                if self.clock.monotonic() - start + pause > wd["run_budget_s"]:
+                if not self.time_left(start, started, pause):
                     return 0
                 self.clock.sleep(pause)
+
+    def time_left(self, start, started, pause):
+        """Is there budget for one more observation after pause?
+
+        Within the minute cron started this run in: run_budget_s from its start. A run
+        that went past a minute boundary (a restart took its time) turned that
+        minute's cron run away (busy), so it observes for it: until run_budget_s into
+        the current minute, then the next cron run takes over.
+        """
+        now = self.clock.time()
+        budget = self.wd["run_budget_s"]
+        if now // 60 == started // 60:
+            return self.clock.monotonic() - start + pause <= budget
+        return now % 60 + pause <= budget
 
     def once(self, state):
         """One observation and its decision; returns an exit code to end the run, or None."""
@@ -696,7 +721,7 @@ class Watchdog:
             self.log(msg, level)
         count = note_observation(state, kind, now, wd["interval_s"])
         self.note(state, kind, reason, now, key=sorted(lost) if lost else None)
-        if kind not in BAD or count < wd["confirm"]:
+        if kind not in BAD or count < wd["confirm"] or settle_left(state, now, wd) > 0:
             self.save(state)
             return None
         verdict, why = gate_restart(state, wd, now)

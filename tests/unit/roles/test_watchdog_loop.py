@@ -246,6 +246,20 @@ def test_a_crash_first_seen_right_after_a_return_is_confirmed_an_interval_later(
     assert restart["time"] == T0 + 40
 
 
+def test_a_crash_seen_by_the_next_cron_run_right_after_a_return_waits_for_the_node_to_settle(rig):
+    # the node answers again in the last observation of one run; the next run's
+    # first observation comes 5 s later: still too soon to act on
+    rig.clock.at(5, lambda: rig.world.power_off("spark-4"))
+    rig.clock.at(49, lambda: rig.world.power_on("spark-4"))
+    rig.dog.run()  # observes at 0, 10, ..., 50
+    state = rig.state()
+    assert state["returned"]["time"] == T0 + 50 and state["restarts"] == []
+    rig.clock.advance(T0 + 55 - rig.clock.now)
+    rig.dog.run()
+    (restart,) = rig.state()["restarts"]
+    assert restart["time"] == T0 + 60
+
+
 def test_every_node_unreachable_then_back(rig):
     for host in HOSTS[1:]:
         rig.clock.at(5, lambda h=host: rig.world.power_off(h))
@@ -404,6 +418,22 @@ def test_a_second_crash_soon_after_a_recovery_is_decided_in_the_same_run(rig):
     assert second["time"] < T0 + 55  # by the run that restarted the first time
 
 
+def test_a_run_whose_restart_crossed_the_minute_observes_for_the_cron_run_it_turned_away(rig):
+    rig.dog.wd["backoff_s"] = 0
+    FakeCluster.boot_s = 15.0  # the restart ends past the minute boundary
+    rig.clock.at(45, lambda: rig.world.kill("spark-1"))  # seen at 50, restarted at 52
+    rig.clock.at(85, lambda: rig.world.kill("spark-2"))
+    try:
+        assert rig.dog.run() == 0
+    finally:
+        FakeCluster.boot_s = 5.0
+    first, second = rig.state()["restarts"]
+    assert first["time"] == T0 + 52 and first["healthy_at"] > T0 + 60
+    # the cron run at T0 + 60 found this one busy: this one saw the second crash
+    assert second["time"] - (T0 + 85) <= 12
+    assert rig.clock.now <= T0 + 120
+
+
 def test_a_backoff_is_logged_once_and_the_restart_follows_when_it_ends(rig):
     rig.clock.at(3, lambda: rig.world.kill("spark-1"))
     rig.clock.at(45, lambda: rig.world.kill("spark-2"))
@@ -459,3 +489,8 @@ def test_an_operators_clear_during_a_run_holds(rig):
     assert [r["time"] > T0 + 35 for r in state["restarts"]] == [True]
     assert rig.lines("decision=backoff") == []
     assert len(rig.lines("restart history cleared by operator")) == 1
+    # a later clear holds too (the newer clear wins over the one on disk)
+    rig.clock.advance(10)
+    rig.dog.clear("operator")
+    assert rig.state()["cleared_at"] == rig.clock.now
+    assert rig.state()["restarts"] == []
