@@ -188,9 +188,8 @@ def track_unreachable(state, lost, now, bound_s):
         state["returned"] = {"host": host, "time": now, "at": iso(now), "after_s": round(gone_s)}
     current = {}
     for host, why in sorted(lost.items()):
+        # A node that goes is logged with the observation (its set of nodes changed).
         entry = dict(known.get(host) or {"since": now, "since_at": iso(now)}, error=why)
-        if host not in known:
-            changes.append(("WARNING", f"{host} does not answer ({why}); waiting for it"))
         gone_s = now - entry["since"]
         entry["for_s"] = round(gone_s)
         if gone_s >= bound_s and not entry.get("past_bound"):
