@@ -177,7 +177,7 @@ class Rig:
     def cron(self, minutes):
         """`minutes` cron runs, one a minute, as cron starts them."""
         rcs = []
-        for _ in range(minutes):
+        for _minute in range(minutes):
             start = self.clock.now
             rcs.append(self.dog.run())
             self.clock.advance(max(0.0, start + 60 - self.clock.now))
