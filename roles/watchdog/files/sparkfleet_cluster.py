@@ -18,9 +18,13 @@ wrappers that run it as `python3 sparkfleet_cluster.py cluster|watchdog ARGS`:
       observations: a crashed rank (container missing or exited), or a head that
       is up but has not answered /health for longer than the grace period (a
       wedge). A healthy or booting cluster, a deliberate stop, a paused watchdog
-      or a cluster operation in progress is left alone. Restarts back off and are
-      bounded per window; past the bound, or when a launcher refuses to start,
-      the watchdog gives up (a marker file) until an operator clears it.
+      or a cluster operation in progress is left alone. So is a cluster with a
+      node that does not answer (a reboot, a cut cable): it waits until every
+      node answers again, then restarts what is gone; a node gone longer than a
+      bound is reported, never given up on. A run keeps observing after a
+      restart for the rest of its minute. Restarts back off and are bounded per
+      window; past the bound, or when a launcher refuses to start, the watchdog
+      gives up (a marker file) until an operator clears it.
 
 Every setting comes from one JSON file rendered by the role (see CONFIG).
 """
@@ -48,12 +52,15 @@ CONFIG = os.environ.get("SPARKFLEET_CLUSTER_CONFIG", "/etc/sparkfleet/cluster.js
 EX_REFUSED = 3  # a launcher refused to start: nothing was stopped
 EX_FAILED = 4  # a stop or start failed part-way
 EX_UNHEALTHY = 5  # started, but the head did not answer /health in time
+EX_UNREACHABLE = 6  # a node did not answer over SSH: a transient, never a refusal
 EX_BUSY = 75  # another run holds the lock (EX_TEMPFAIL)
 
 # Launcher states (sparkfleet-sglang status) that mean the rank's engine is gone.
 GONE = ("absent", "exited", "dead", "created", "removing")
-CRASH, WEDGED = "crash", "wedged"
+CRASH, WEDGED, UNREACHABLE = "crash", "wedged", "unreachable"
 BAD = (CRASH, WEDGED)
+# What ssh(1) and a timed-out command return: the node did not answer.
+NO_ANSWER = (255, 124)
 
 # The patched SGLang watchdog (HARDEN-PATCH watchdog_stack_dump) logs this line
 # before every thread's stack; upstream's own timeout line names the watchdog.
@@ -62,6 +69,22 @@ STACK_START = re.compile(r"Python stacks of all \d+ threads|watchdog timeout", r
 
 def utcnow():
     return time.time()
+
+
+class Clock:
+    """Wall time, monotonic time and sleep in one object (tests pass a fake one)."""
+
+    @staticmethod
+    def time():
+        return time.time()
+
+    @staticmethod
+    def monotonic():
+        return time.monotonic()
+
+    @staticmethod
+    def sleep(seconds):
+        time.sleep(seconds)
 
 
 def iso(ts):
@@ -91,10 +114,21 @@ def classify(obs, grace_s, now):
 
     obs: {"head": {"host", "state", "started_at", "health"},
           "workers": [{"host", "rank", "state"}]}
-    kinds: stopped, crash, unreachable, healthy, booting, wedged, stale.
+    kinds: unreachable, stopped, crash, unknown, healthy, booting, wedged.
+    A node that does not answer comes first, whatever the other ranks do: its
+    peers' ranks exit when it goes (as NCCL ranks do), which is not a crash to
+    restart while it is gone.
     """
     head = obs["head"]
     ranks = [head, *list(obs["workers"])]
+    lost = unreachable_hosts(obs)
+    if lost:
+        return (
+            UNREACHABLE,
+            "cannot reach {}; waiting for it to answer, no restart while it is gone".format(
+                ", ".join(f"{host} ({why})" for host, why in lost.items())
+            ),
+        )
     stopped = [r["host"] for r in ranks if r["state"] == "stopped"]
     if stopped:
         return "stopped", "deliberately stopped on {} (sparkfleet-sglang stop); left alone".format(
@@ -107,13 +141,6 @@ def classify(obs, grace_s, now):
     ]
     if gone:
         return CRASH, "engine gone: " + ", ".join(gone)
-    lost = [
-        "{} ({})".format(w["host"], w["state"])
-        for w in obs["workers"]
-        if w["state"].startswith("unreachable")
-    ]
-    if lost:
-        return "unreachable", "cannot reach " + ", ".join(lost) + "; nothing to restart from here"
     unknown = [
         "{}: {}".format(r["host"], r["state"])
         for r in ranks
@@ -139,21 +166,71 @@ def classify(obs, grace_s, now):
     )
 
 
+def unreachable_hosts(obs):
+    """{host: why} of the ranks whose node did not answer."""
+    return {
+        r["host"]: r["state"].partition(": ")[2] or r["state"]
+        for r in [obs["head"], *list(obs["workers"])]
+        if r["state"].startswith(UNREACHABLE)
+    }
+
+
+def track_unreachable(state, lost, now, bound_s):
+    """Keep state["unreachable"] ({host: since, error, past_bound}) in step with one observation.
+
+    Returns the changes worth one log line each: (level, message).
+    """
+    known = state.get(UNREACHABLE, {})
+    changes = []
+    for host in sorted(set(known) - set(lost)):
+        gone_s = now - known[host]["since"]
+        changes.append(("INFO", f"{host} answers again after {gone_s:.0f} s unreachable"))
+        state["returned"] = {"host": host, "time": now, "at": iso(now), "after_s": round(gone_s)}
+    current = {}
+    for host, why in sorted(lost.items()):
+        # A node that goes is logged with the observation (its set of nodes changed).
+        entry = dict(known.get(host) or {"since": now, "since_at": iso(now)}, error=why)
+        gone_s = now - entry["since"]
+        entry["for_s"] = round(gone_s)
+        if gone_s >= bound_s and not entry.get("past_bound"):
+            entry["past_bound"] = True
+            changes.append(
+                (
+                    "ERROR",
+                    f"{host} has not answered for {gone_s:.0f} s (since {entry['since_at']}, "
+                    f"past watchdog_unreachable_s={bound_s}): check the node (power, "
+                    "management network, sshd); the watchdog keeps waiting and restarts the "
+                    "cluster when it answers",
+                )
+            )
+        current[host] = entry
+    if current:
+        state[UNREACHABLE] = current
+    else:
+        state.pop(UNREACHABLE, None)
+    return changes
+
+
 def restarts_in_window(state, window_s, now):
     return [r for r in state.get("restarts", []) if now - r["time"] < window_s]
 
 
 def gate_restart(state, cfg, now):
-    """May the watchdog restart now? (verdict, reason) with verdict restart|backoff|give-up."""
+    """May the watchdog restart now? (verdict, reason) with verdict restart|backoff|give-up.
+
+    A restart that could not reach a node (transient) backs off like any other,
+    but never counts towards the give-up bound.
+    """
     recent = restarts_in_window(state, cfg["window_s"], now)
-    if len(recent) >= cfg["max_restarts"]:
+    counted = [r for r in recent if not r.get("transient")]
+    if len(counted) >= cfg["max_restarts"]:
         return (
             "give-up",
-            f"{len(recent)} restarts within {cfg['window_s']} s "
+            f"{len(counted)} restarts within {cfg['window_s']} s "
             f"(watchdog_max_restarts={cfg['max_restarts']}); the cluster keeps failing",
         )
     if recent:
-        wait = cfg["backoff_s"] * 2 ** (len(recent) - 1)
+        wait = min(cfg["backoff_s"] * 2 ** (len(recent) - 1), cfg["window_s"])
         last = max(r["time"] for r in recent)
         if now < last + wait:
             return (
@@ -177,15 +254,31 @@ def note_observation(state, kind, now, interval_s):
     return 0
 
 
+def settle_left(state, now, wd):
+    """Seconds until a node that answered again has been back for one interval (0: settled).
+
+    A node that has just booted may answer SSH before its docker does: what it
+    reports in that first interval is not acted on yet.
+    """
+    returned = (state.get("returned") or {}).get("time")
+    if returned is None:
+        return 0.0
+    return max(0.0, returned + wd["interval_s"] - now)
+
+
 def next_pause(state, wd):
     """Seconds until the next observation: the interval, or sooner to confirm a bad one.
 
     A first bad observation is confirmed ``confirm_after_s`` later instead of a whole
-    interval later, so a crash is acted on within about one interval plus that delay.
+    interval later, so a crash is acted on within about one interval plus that delay;
+    one seen right after a node answered again, once that node has settled.
     """
     bad = state.get("bad") or {}
-    if bad.get("kind") in BAD and bad.get("count", 0) < wd["confirm"]:
-        return min(wd.get("confirm_after_s", wd["interval_s"]), wd["interval_s"])
+    if bad.get("kind") in BAD:
+        left = settle_left(state, bad.get("last", 0), wd)
+        if bad.get("count", 0) < wd["confirm"] or left > 0:
+            confirm_after = min(wd.get("confirm_after_s", wd["interval_s"]), wd["interval_s"])
+            return min(max(confirm_after, left), wd["interval_s"])
     return wd["interval_s"]
 
 
@@ -266,8 +359,8 @@ def which(name):
 class Cluster:
     """The ranks of one cluster, driven through each node's launcher."""
 
-    def __init__(self, cfg, log):
-        self.cfg, self.log = cfg, log
+    def __init__(self, cfg, log, clock=Clock):
+        self.cfg, self.log, self.clock = cfg, log, clock
         self.ranks = sorted(cfg["ranks"], key=lambda r: r["rank"])
         self.head = self.ranks[0]
         self.workers = self.ranks[1:]
@@ -315,16 +408,27 @@ class Cluster:
             )
         return res.returncode, res.stdout.strip(), res.stderr.strip()
 
-    def each(self, ranks, *verb):
+    def each(self, ranks, *verb, timeout=None):
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(ranks))) as pool:
             return dict(
-                zip([r["host"] for r in ranks], pool.map(lambda r: self.run(r, *verb), ranks))
+                zip(
+                    [r["host"] for r in ranks],
+                    pool.map(lambda r: self.run(r, *verb, timeout=timeout), ranks),
+                )
             )
+
+    def no_answer(self, host, rc):
+        """Did this rank's node not answer (SSH failed or timed out)? The head runs locally."""
+        return rc in NO_ANSWER and host != self.head["host"]
 
     def states(self, ranks=None):
         out = {}
-        for host, (rc, stdout, stderr) in self.each(ranks or self.ranks, "status").items():
-            if rc == 255:
+        # status reads two docker inspects: a node that takes longer does not answer.
+        timeout = self.cfg["ssh"]["connect_timeout_s"] + 10
+        for host, (rc, stdout, stderr) in self.each(
+            ranks or self.ranks, "status", timeout=timeout
+        ).items():
+            if self.no_answer(host, rc):
                 out[host] = "unreachable: " + (stderr.splitlines() or ["ssh failed"])[-1]
             elif rc != 0:
                 out[host] = f"unknown: rc={rc} {stderr}"
@@ -361,21 +465,39 @@ class Cluster:
         return parse_docker_time(res.stdout) if res.returncode == 0 else None
 
     def check(self):
-        """Every rank's launcher check; returns the refusals as 'host: reason'."""
+        """Every rank's launcher check: (refusals as 'host: reason', every result)."""
+        results = self.each(self.ranks, "check")
         refusals = []
-        for host, (rc, _out, err) in self.each(self.ranks, "check").items():
-            if rc != 0:
+        for host, (rc, _out, err) in results.items():
+            if rc != 0 and not self.no_answer(host, rc):
                 reason = err.splitlines()[-1] if err else f"rc={rc}"
                 refusals.append("{}: {}".format(host, re.sub(r"^.*REFUSED: ", "", reason)))
-        return refusals
+        return refusals, results
 
     def wait_healthy(self, wait_s):
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + wait_s
+        while self.clock.monotonic() < deadline:
             if self.head_health() == 200:
                 return True
-            time.sleep(1)
+            self.clock.sleep(1)
         return False
+
+    def unreached(self, step, results):
+        """(EX_UNREACHABLE, message) when a node did not answer during a step, else None."""
+        lost = [
+            "{}: {}".format(host, (err.splitlines() or [f"rc={rc}"])[-1])
+            for host, (rc, _out, err) in results.items()
+            if self.no_answer(host, rc)
+        ]
+        if not lost:
+            return None
+        msg = (
+            f"cannot reach {'; '.join(lost)} during the {step}"
+            + (", nothing stopped" if step == "check" else "")
+            + "; a transient: retried when every node answers"
+        )
+        self.log(msg, "WARNING")
+        return EX_UNREACHABLE, msg
 
     def restart(self, reason, wait_s):
         """The ordered restart. Returns (exit code, message)."""
@@ -383,9 +505,12 @@ class Cluster:
             if not got:
                 lock, wait = self.cfg["lock_file"], self.cfg["lock_wait_s"]
                 return EX_BUSY, f"another cluster operation held {lock} for {wait} s"
-            t0 = time.monotonic()
+            t0 = self.clock.monotonic()
             self.log(f"restart requested ({reason}): checking every rank first")
-            refusals = self.check()
+            refusals, results = self.check()
+            lost = self.unreached("check", results)
+            if lost:
+                return lost
             if refusals:
                 msg = "REFUSED, nothing stopped: {}; fix: re-run site.yml".format(
                     "; ".join(refusals)
@@ -393,6 +518,9 @@ class Cluster:
                 self.log(msg, "ERROR")
                 return EX_REFUSED, msg
             stops = self.each(self.ranks, "stop", "--restart")
+            lost = self.unreached("stop", stops)
+            if lost:
+                return lost
             failed = [
                 "{}: {}".format(h, e or f"rc={rc}") for h, (rc, _o, e) in stops.items() if rc != 0
             ]
@@ -403,6 +531,9 @@ class Cluster:
             self.log(f"stopped all {len(self.ranks)} ranks")
             for rank in [*list(reversed(self.workers)), self.head]:
                 rc, _out, err = self.run(rank, "start")
+                lost = self.unreached("start", {rank["host"]: (rc, _out, err)})
+                if lost:
+                    return lost
                 if rc != 0:
                     why = err or f"rc={rc}"
                     msg = f"start of {rank['host']} (rank {rank['rank']}) failed: {why}"
@@ -411,13 +542,13 @@ class Cluster:
                 self.log(f"started {rank['host']} (rank {rank['rank']})")
             if wait_s <= 0:
                 return 0, "started every rank in %.1f s (not waiting for health)" % (
-                    time.monotonic() - t0
+                    self.clock.monotonic() - t0
                 )
             if not self.wait_healthy(wait_s):
                 msg = f"started every rank, but the head did not answer /health within {wait_s} s"
                 self.log(msg, "ERROR")
                 return EX_UNHEALTHY, msg
-            msg = "healthy %.1f s after the restart began" % (time.monotonic() - t0)
+            msg = "healthy %.1f s after the restart began" % (self.clock.monotonic() - t0)
             self.log(msg)
             return 0, msg
 
@@ -435,10 +566,11 @@ class Cluster:
 
 
 class Watchdog:
-    def __init__(self, cfg, log):
-        self.cfg, self.log = cfg, log
-        self.cluster = Cluster(cfg, Log(cfg["cluster_log"], "sparkfleet-cluster"))
+    def __init__(self, cfg, log, cluster=None, clock=Clock):
+        self.cfg, self.log, self.clock = cfg, log, clock
+        self.cluster = cluster or Cluster(cfg, Log(cfg["cluster_log"], "sparkfleet-cluster"), clock)
         wd = cfg["watchdog"]
+        self.unreachable_s = wd.get("unreachable_s", 900)
         self.wd = wd
         self.state_file = os.path.join(wd["state_dir"], "state.json")
         self.paused = os.path.join(wd["state_dir"], "paused")
@@ -463,6 +595,14 @@ class Watchdog:
 
     def save(self, state):
         os.makedirs(self.wd["state_dir"], mode=0o755, exist_ok=True)
+        # An operator's clear while this run observed (or restarted) holds: what this
+        # run remembers from before it is dropped, not written back over it.
+        cleared = read_json(self.state_file, {}).get("cleared_at")
+        if cleared and cleared > state.get("cleared_at", 0):
+            state["cleared_at"] = cleared
+            state["restarts"] = [r for r in state.get("restarts", []) if r["time"] > cleared]
+            if (state.get("bad") or {}).get("last", 0) <= cleared:
+                state.pop("bad", None)
         state["restarts"] = state.get("restarts", [])[-50:]
         write_json(self.state_file, state)
 
@@ -513,21 +653,36 @@ class Watchdog:
             if not got:
                 self.log(f"another watchdog run holds the lock; this one exits (rc {EX_BUSY})")
                 return EX_BUSY
-            start = time.monotonic()
-            state = read_json(self.state_file, {})
+            start, started = self.clock.monotonic(), self.clock.time()
             while True:
+                # Read afresh each time: an operator's clear between two observations holds.
+                state = read_json(self.state_file, {})
                 rc = self.once(state)
                 if rc is not None:
                     return rc
                 pause = next_pause(state, wd)
-                if time.monotonic() - start + pause > wd["run_budget_s"]:
+                if not self.time_left(start, started, pause):
                     return 0
-                time.sleep(pause)
+                self.clock.sleep(pause)
+
+    def time_left(self, start, started, pause):
+        """Is there budget for one more observation after pause?
+
+        Within the minute cron started this run in: run_budget_s from its start. A run
+        that went past a minute boundary (a restart took its time) turned that
+        minute's cron run away (busy), so it observes for it: until run_budget_s into
+        the current minute, then the next cron run takes over.
+        """
+        now = self.clock.time()
+        budget = self.wd["run_budget_s"]
+        if now // 60 == started // 60:
+            return self.clock.monotonic() - start + pause <= budget
+        return now % 60 + pause <= budget
 
     def once(self, state):
         """One observation and its decision; returns an exit code to end the run, or None."""
         wd = self.wd
-        now = utcnow()
+        now = self.clock.time()
         if os.path.exists(self.gave_up):
             self.note(
                 state,
@@ -560,16 +715,22 @@ class Watchdog:
             return None
         obs = self.observe()
         kind, reason = classify(obs, wd["grace_s"], now)
+        lost = unreachable_hosts(obs)
+        for level, msg in track_unreachable(state, lost, now, self.unreachable_s):
+            self.log(msg, level)
         count = note_observation(state, kind, now, wd["interval_s"])
-        self.note(state, kind, reason, now)
-        if kind not in BAD or count < wd["confirm"]:
+        self.note(state, kind, reason, now, key=sorted(lost) if lost else None)
+        if kind not in BAD or count < wd["confirm"] or settle_left(state, now, wd) > 0:
             self.save(state)
             return None
         verdict, why = gate_restart(state, wd, now)
         if verdict == "backoff":
-            self.decide(state, "backoff", f"{reason}: {why}", now)
+            # Logged once per backoff, then observed on: the restart follows within
+            # one interval of the backoff's end, in this run or the next.
+            if (state.get("last_decision") or {}).get("decision") != "backoff":
+                self.decide(state, "backoff", f"{reason}: {why}", now)
             self.save(state)
-            return 0
+            return None
         if verdict == "give-up":
             self.give_up(state, f"{reason}: {why}", now)
             return 0
@@ -585,7 +746,7 @@ class Watchdog:
         )
         self.save(state)
         rc, msg = self.cluster.restart("watchdog: " + kind, wd["boot_wait_s"])
-        done = utcnow()
+        done = self.clock.time()
         entry = {
             "time": now,
             "at": iso(now),
@@ -598,7 +759,12 @@ class Watchdog:
         if rc == EX_REFUSED:
             self.give_up(state, f"a launcher refused to start: {msg}", done)
             return 0
-        if rc == 0:
+        if rc == EX_UNREACHABLE:
+            # Not a refusal and not counted towards the give-up bound: the next
+            # observations see the node unreachable and wait for it.
+            entry["transient"] = True
+            self.decide(state, "restart-deferred", msg, done, rc=rc)
+        elif rc == 0:
             entry["healthy_at"] = done
             entry["decision_to_healthy_s"] = round(done - now, 1)
             entry["detection_to_healthy_s"] = round(done - first, 1)
@@ -613,17 +779,31 @@ class Watchdog:
             self.decide(state, "restart-failed", msg, done, rc=rc)
         state.setdefault("restarts", []).append(entry)
         self.save(state)
-        return 0
+        # Observe on for the rest of the run's budget: a second fault soon after a
+        # recovery is seen within one interval, not at the next cron minute.
+        return None
 
-    def note(self, state, kind, reason, now):
-        """Log an observation when it differs from the previous one (kind and reason)."""
+    def note(self, state, kind, reason, now, key=None):
+        """Log an observation when it differs from the previous one.
+
+        Differs: another kind, or for a bad or odd kind another reason (for
+        unreachable: another set of nodes, key, not another SSH error text).
+        """
         last = state.get("last_observation", {})
+        key = reason if key is None else key
         if last.get("kind") != kind or (
-            kind not in ("healthy", "booting", "busy") and last.get("reason") != reason
+            kind not in ("healthy", "booting", "busy")
+            and last.get("key", last.get("reason")) != key
         ):
-            level = "WARNING" if kind in BAD or kind in ("unreachable", "unknown") else "INFO"
+            level = "WARNING" if kind in BAD or kind in (UNREACHABLE, "unknown") else "INFO"
             self.log(f"observed {kind}: {reason}", level)
-        state["last_observation"] = {"time": now, "at": iso(now), "kind": kind, "reason": reason}
+        state["last_observation"] = {
+            "time": now,
+            "at": iso(now),
+            "kind": kind,
+            "reason": reason,
+            "key": key,
+        }
 
     def give_up(self, state, reason, now):
         os.makedirs(self.wd["state_dir"], mode=0o755, exist_ok=True)
@@ -640,10 +820,28 @@ class Watchdog:
         )
         self.save(state)
 
+    def clear(self, who):
+        """An operator's clear: the give-up marker and the restart history go."""
+        had = os.path.exists(self.gave_up)
+        if had:
+            os.unlink(self.gave_up)
+        state = read_json(self.state_file, {})
+        state["restarts"] = []
+        state.pop("bad", None)
+        state["cleared_at"] = self.clock.time()
+        self.save(state)
+        self.log(f"{'give-up and ' if had else ''}restart history cleared by {who}")
+
     def summary(self):
         state = read_json(self.state_file, {})
-        now = utcnow()
+        now = self.clock.time()
+        lost = state.get(UNREACHABLE, {})
         return {
+            "unreachable": {
+                host: dict(entry, for_s=round(now - entry["since"])) for host, entry in lost.items()
+            },
+            "unreachable_past_bound": sorted(h for h, e in lost.items() if e.get("past_bound")),
+            "unreachable_s": self.unreachable_s,
             "paused": _first_line(self.paused) if os.path.exists(self.paused) else None,
             "gave_up": _first_line(self.gave_up) if os.path.exists(self.gave_up) else None,
             "last_observation": state.get("last_observation"),
@@ -695,10 +893,13 @@ def cluster_main(cfg, argv):
         print(json.dumps(cluster.states(), indent=2, sort_keys=True))
         return 0
     if args.cmd == "check":
-        refusals = cluster.check()
+        refusals, results = cluster.check()
         for line in refusals:
             print(line, file=sys.stderr)
-        return EX_REFUSED if refusals else 0
+        lost = cluster.unreached("check", results)
+        if lost:
+            print(lost[1], file=sys.stderr)
+        return EX_REFUSED if refusals else lost[0] if lost else 0
     if args.cmd == "stop":
         rc, msg = cluster.stop()
     else:
@@ -738,14 +939,7 @@ def watchdog_main(cfg, argv):
             os.unlink(wd.paused)
             wd.log(f"resumed by {who}")
     else:
-        had = os.path.exists(wd.gave_up)
-        if had:
-            os.unlink(wd.gave_up)
-        state = read_json(wd.state_file, {})
-        state["restarts"] = []
-        state.pop("bad", None)
-        wd.save(state)
-        wd.log(f"{'give-up and ' if had else ''}restart history cleared by {who}")
+        wd.clear(who)
     return 0
 
 

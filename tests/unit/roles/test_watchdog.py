@@ -46,6 +46,17 @@ def obs(head="running current", health=200, age=1000, workers=("running current"
         (obs(head="stopped", health=0), "stopped", "deliberately stopped on spark-1"),
         (obs(workers=("stopped", "exited", "exited")), "stopped", "spark-2"),
         (obs(workers=("unreachable: timeout",) * 3), "unreachable", "cannot reach"),
+        # A node that does not answer comes first: its peers' ranks exit when it goes.
+        (
+            obs(head="exited", health=0, workers=("exited", "exited", "unreachable: No route")),
+            "unreachable",
+            "cannot reach spark-4 (No route); waiting for it to answer, no restart",
+        ),
+        (
+            obs(workers=("stopped", "unreachable: Connection refused", "exited")),
+            "unreachable",
+            "spark-3 (Connection refused)",
+        ),
         (obs(health=0, age=10), "booting", "within the 600 s grace"),
         (obs(health=503, age=10), "booting", "HTTP 503"),
         (obs(head="paused", health=0, age=10), "booting", "paused (frozen)"),
@@ -158,3 +169,54 @@ def test_a_first_bad_observation_is_confirmed_soon(bad, pause):
 def test_confirm_delay_never_exceeds_the_interval():
     state = {"bad": {"kind": "crash", "count": 1}}
     assert wd.next_pause(state, {"interval_s": 5, "confirm": 2, "confirm_after_s": 30}) == 5
+
+
+class _Answers(wd.Cluster):
+    """A Cluster whose launcher calls return fixed (rc, out, err) per host."""
+
+    def __init__(self, answers):
+        ranks = [{"rank": i, "host": h, "address": h} for i, h in enumerate(answers)]
+        super().__init__({"ranks": ranks, "ssh": {"connect_timeout_s": 5}}, lambda *a: None)
+        self.answers = answers
+
+    def run(self, rank, *verb, timeout=None):
+        return self.answers[rank["host"]]
+
+
+def test_a_worker_that_fails_ssh_or_times_out_is_unreachable_the_head_is_not():
+    cluster = _Answers(
+        {
+            "spark-1": (124, "", "timed out after 15 s: status"),
+            "spark-2": (255, "", "ssh: connect to host x port 22: No route to host"),
+            "spark-3": (124, "", "timed out after 15 s: status"),
+            "spark-4": (0, "exited", ""),
+        }
+    )
+    assert cluster.states() == {
+        "spark-1": "unknown: rc=124 timed out after 15 s: status",
+        "spark-2": "unreachable: ssh: connect to host x port 22: No route to host",
+        "spark-3": "unreachable: timed out after 15 s: status",
+        "spark-4": "exited",
+    }
+    refusals, results = cluster.check()
+    # the head's launcher runs locally: its timeout is not a node that went away
+    assert refusals == ["spark-1: timed out after 15 s: status"]
+    rc, msg = cluster.unreached("check", results)
+    assert rc == wd.EX_UNREACHABLE
+    assert msg.startswith(
+        "cannot reach spark-2: ssh: connect to host x port 22: No route to host; "
+    )
+    assert "spark-3: timed out" in msg and "nothing stopped" in msg
+
+
+def test_a_refusal_is_told_apart_from_a_node_that_does_not_answer():
+    cluster = _Answers(
+        {
+            "spark-1": (0, "ok", ""),
+            "spark-2": (1, "", "x[y]: REFUSED: enp1s0f0np0 MTU is 1500, below 9000"),
+            "spark-3": (255, "", "ssh: connect to host x port 22: Connection timed out"),
+        }
+    )
+    refusals, results = cluster.check()
+    assert refusals == ["spark-2: enp1s0f0np0 MTU is 1500, below 9000"]
+    assert cluster.unreached("check", results)[0] == wd.EX_UNREACHABLE

@@ -1,0 +1,495 @@
+"""The watchdog's decision loop (Watchdog.once/run) against a fake clock and a fake cluster.
+
+The real Cluster (ordered restart, check, SSH classification) runs on top of a
+fake `run` that answers each launcher verb from an in-memory model of four nodes;
+time is a fake clock whose sleep fires scheduled faults. No SSH, no sleeps.
+"""
+
+from __future__ import annotations
+
+import heapq
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+SRC = pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files" / "sparkfleet_cluster.py"
+spec = importlib.util.spec_from_file_location("sparkfleet_cluster_loop", SRC)
+wd = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(wd)
+
+T0 = 1_800_000_000.0
+HOSTS = ["spark-1", "spark-2", "spark-3", "spark-4"]
+
+
+class FakeClock:
+    """Wall and monotonic time that move only when slept; sleeping fires due events."""
+
+    def __init__(self):
+        self.now = T0
+        self.events = []
+        self.seq = 0
+
+    def time(self):
+        return self.now
+
+    def monotonic(self):
+        return self.now - T0
+
+    def at(self, when, action):
+        """Run action() once the clock reaches T0 + when."""
+        heapq.heappush(self.events, (T0 + when, self.seq, action))
+        self.seq += 1
+
+    def sleep(self, seconds):
+        self.advance(seconds)
+
+    def advance(self, seconds):
+        end = self.now + seconds
+        while self.events and self.events[0][0] <= end:
+            when, _seq, action = heapq.heappop(self.events)
+            self.now = max(self.now, when)
+            action()
+        self.now = end
+
+
+class World:
+    """Four nodes: each up or not, its rank's launcher state and start time."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.up = dict.fromkeys(HOSTS, True)
+        self.state = dict.fromkeys(HOSTS, "running current")
+        self.started = dict.fromkeys(HOSTS, T0 - 3600)
+        self.refuse = {}
+        self.starts = []  # (time, host) of every launcher start
+        self.stops = []
+
+    # faults
+    def power_off(self, host):
+        """The node goes (a reboot of minutes); its peers' ranks exit, as NCCL ranks do."""
+        self.up[host] = False
+        for other in HOSTS:
+            if other != host and self.state[other].startswith("running"):
+                self.state[other] = "exited"
+
+    def power_on(self, host):
+        self.up[host] = True
+        self.state[host] = "exited"
+
+    def kill(self, host):
+        self.state[host] = "exited"
+
+    def healthy(self):
+        return all(self.up.values()) and all(s == "running current" for s in self.state.values())
+
+
+class FakeCluster(wd.Cluster):
+    """The real Cluster, whose launcher calls land on the World instead of SSH."""
+
+    start_s = 1.0  # one rank's start
+    boot_s = 5.0  # from the head's start to its /health 200
+
+    def __init__(self, cfg, world, clock):
+        super().__init__(cfg, lambda msg, level="INFO": None, clock)
+        self.world = world
+
+    def run(self, rank, *verb, timeout=None):
+        host, w = rank["host"], self.world
+        if not w.up[host]:
+            return 255, "", f"ssh: connect to host {rank['address']} port 22: No route to host"
+        if verb[0] == "status":
+            return 0, w.state[host], ""
+        if verb[0] == "check":
+            if host in w.refuse:
+                return 1, "", f"sparkfleet-sglang[x]: REFUSED: {w.refuse[host]}"
+            return 0, "ok", ""
+        if verb[0] == "stop":
+            w.state[host] = "absent"
+            w.stops.append((self.clock.time(), host))
+            return 0, "", ""
+        if verb[0] == "start":
+            self.clock.advance(self.start_s)
+            w.state[host] = "running current"
+            w.started[host] = self.clock.time()
+            w.starts.append((self.clock.time(), host))
+            return 0, "", ""
+        if verb[0] == "tail":
+            return 0, "engine log line", ""
+        raise AssertionError(verb)
+
+    def each(self, ranks, *verb, timeout=None):
+        # In order, not in threads: the fake clock is not thread-safe.
+        return {r["host"]: self.run(r, *verb, timeout=timeout) for r in ranks}
+
+    def head_health(self):
+        w, head = self.world, self.head["host"]
+        up = w.healthy() and self.clock.time() - w.started[head] >= self.boot_s
+        return 200 if up else 0
+
+    def head_started_at(self):
+        return self.world.started[self.head["host"]]
+
+
+@pytest.fixture
+def rig(tmp_path):
+    clock = FakeClock()
+    world = World(clock)
+    cfg = {
+        "ranks": [
+            {"rank": i, "host": h, "address": f"192.168.3.{3 + 10 * i}"}
+            for i, h in enumerate(HOSTS)
+        ],
+        "ssh": {"connect_timeout_s": 5},
+        "lock_file": str(tmp_path / "run" / "cluster.lock"),
+        "lock_wait_s": 0,
+        "run_dir": str(tmp_path / "run"),
+        "cluster_log": str(tmp_path / "cluster.log"),
+        "watchdog": {
+            "state_dir": str(tmp_path / "state"),
+            "log_file": str(tmp_path / "watchdog.log"),
+            "incident_dir": str(tmp_path / "incidents"),
+            "incidents_keep": 20,
+            "log_tail_lines": 10,
+            "interval_s": 10,
+            "confirm": 2,
+            "confirm_after_s": 2,
+            "run_budget_s": 55,
+            "grace_s": 600,
+            "boot_wait_s": 900,
+            "backoff_s": 60,
+            "max_restarts": 3,
+            "window_s": 3600,
+            "unreachable_s": 900,
+        },
+    }
+    cluster = FakeCluster(cfg, world, clock)
+    log = wd.Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog")
+    dog = wd.Watchdog(cfg, log, cluster=cluster, clock=clock)
+    return Rig(clock, world, dog, tmp_path)
+
+
+class Rig:
+    def __init__(self, clock, world, dog, tmp_path):
+        self.clock, self.world, self.dog, self.tmp = clock, world, dog, tmp_path
+
+    def cron(self, minutes):
+        """`minutes` cron runs, one a minute, as cron starts them."""
+        rcs = []
+        for _minute in range(minutes):
+            start = self.clock.now
+            rcs.append(self.dog.run())
+            self.clock.advance(max(0.0, start + 60 - self.clock.now))
+        return rcs
+
+    def state(self):
+        return json.loads((self.tmp / "state" / "state.json").read_text())
+
+    def log(self):
+        path = self.tmp / "watchdog.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def lines(self, words):
+        return [line for line in self.log() if words in line]
+
+    def gave_up(self):
+        return (self.tmp / "state" / "gave-up").exists()
+
+
+def test_a_healthy_cluster_is_observed_for_the_whole_budget_and_left_alone(rig):
+    assert rig.cron(3) == [0, 0, 0]
+    assert rig.world.starts == []
+    assert rig.state()["last_observation"]["kind"] == "healthy"
+    # one line for the first healthy observation, none for the 17 that followed
+    assert len(rig.lines("observed healthy")) == 1
+
+
+def test_a_stopped_worker_is_waited_for_then_the_cluster_restarts_workers_first(rig):
+    rig.clock.at(5, lambda: rig.world.power_off("spark-4"))
+    rig.clock.at(185, lambda: rig.world.power_on("spark-4"))
+    assert rig.cron(3) == [0, 0, 0]
+    # while it is gone: unreachable, nothing restarted, no give-up, since when recorded
+    state = rig.state()
+    assert state["last_observation"]["kind"] == "unreachable"
+    assert state["unreachable"]["spark-4"]["since"] == T0 + 10
+    assert "No route to host" in state["unreachable"]["spark-4"]["error"]
+    assert rig.world.starts == [] and rig.world.stops == []
+    assert not rig.gave_up()
+    rig.cron(2)
+    state = rig.state()
+    assert "unreachable" not in state
+    assert state["returned"]["host"] == "spark-4"
+    # one restart, decided after the return, every rank once, workers first
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    (restart,) = state["restarts"]
+    assert restart["kind"] == "crash" and restart["rc"] == 0
+    assert T0 + 185 <= restart["time"] <= T0 + 185 + 25
+    assert restart["healthy_at"] - (T0 + 185) < 120
+    assert state["last_observation"]["kind"] == "healthy"
+    assert not rig.gave_up()
+    # logged once per change: 18 observations while it was gone, one line each below
+    assert len(rig.lines("observed unreachable")) == 1
+    assert len(rig.lines("spark-4 answers again after 18")) == 1
+    assert len(rig.lines("decision=restart:")) == 1
+
+
+def test_a_crash_first_seen_right_after_a_return_is_confirmed_an_interval_later(rig):
+    rig.clock.at(5, lambda: rig.world.power_off("spark-4"))
+    rig.clock.at(25, lambda: rig.world.power_on("spark-4"))
+    rig.cron(1)
+    state = rig.state()
+    (restart,) = state["restarts"]
+    # gone at 10 and 20, back at 30 (crash, count 1), confirmed at 40, not at 32
+    assert restart["detected_at"] == T0 + 30
+    assert restart["time"] == T0 + 40
+
+
+def test_a_crash_seen_by_the_next_cron_run_right_after_a_return_waits_for_the_node_to_settle(rig):
+    # the node answers again in the last observation of one run; the next run's
+    # first observation comes 5 s later: still too soon to act on
+    rig.clock.at(5, lambda: rig.world.power_off("spark-4"))
+    rig.clock.at(49, lambda: rig.world.power_on("spark-4"))
+    rig.dog.run()  # observes at 0, 10, ..., 50
+    state = rig.state()
+    assert state["returned"]["time"] == T0 + 50 and state["restarts"] == []
+    rig.clock.advance(T0 + 55 - rig.clock.now)
+    rig.dog.run()
+    (restart,) = rig.state()["restarts"]
+    assert restart["time"] == T0 + 60
+
+
+def test_every_node_unreachable_then_back(rig):
+    for host in HOSTS[1:]:
+        rig.clock.at(5, lambda h=host: rig.world.power_off(h))
+        rig.clock.at(65, lambda h=host: rig.world.power_on(h))
+    rig.cron(1)
+    assert sorted(rig.state()["unreachable"]) == ["spark-2", "spark-3", "spark-4"]
+    assert len(rig.lines("observed unreachable")) == 1
+    rig.cron(1)
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    assert len(rig.lines("answers again")) == 3
+
+
+def test_an_unreachable_node_past_the_bound_is_reported_once_and_never_given_up(rig):
+    rig.dog.unreachable_s = 120
+    rig.clock.at(5, lambda: rig.world.power_off("spark-3"))
+    rig.cron(4)
+    state = rig.state()
+    entry = state["unreachable"]["spark-3"]
+    assert entry["past_bound"] is True and entry["for_s"] >= 120
+    assert len(rig.lines("spark-3 has not answered for 120 s")) == 1
+    assert "past watchdog_unreachable_s=120" in rig.lines("has not answered")[0]
+    summary = rig.dog.summary()
+    assert summary["unreachable_past_bound"] == ["spark-3"]
+    assert summary["unreachable"]["spark-3"]["for_s"] >= 190
+    assert summary["gave_up"] is None and not rig.gave_up()
+    assert rig.world.starts == []
+
+
+def test_the_bound_is_not_reported_before_it_is_reached(rig):
+    rig.clock.at(5, lambda: rig.world.power_off("spark-3"))
+    rig.cron(2)
+    assert "past_bound" not in rig.state()["unreachable"]["spark-3"]
+    assert rig.dog.summary()["unreachable_past_bound"] == []
+    assert rig.lines("has not answered") == []
+
+
+def test_a_node_lost_during_the_restart_check_is_a_transient_not_a_refusal(rig):
+    # The head crashes; spark-4 goes just after the crash is confirmed, before the check.
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    rig.clock.at(12.5, lambda: rig.world.power_off("spark-4"))
+    original = rig.dog.cluster.check
+
+    def check_after_a_moment():
+        rig.clock.advance(1)
+        return original()
+
+    rig.dog.cluster.check = check_after_a_moment
+    rig.cron(1)
+    state = rig.state()
+    assert not rig.gave_up()
+    (deferred,) = state["restarts"]
+    assert deferred["rc"] == wd.EX_UNREACHABLE and deferred["transient"] is True
+    assert rig.world.stops == []  # nothing stopped
+    assert len(rig.lines("decision=restart-deferred: cannot reach spark-4")) == 1
+    assert "nothing stopped" in rig.lines("decision=restart-deferred")[0]
+    assert state["last_observation"]["kind"] == "unreachable"
+    # back: restarted (after the backoff), workers first
+    rig.dog.cluster.check = original
+    rig.clock.at(130, lambda: rig.world.power_on("spark-4"))
+    rig.cron(3)
+    state = rig.state()
+    assert not rig.gave_up()
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    assert [r["rc"] for r in state["restarts"]] == [wd.EX_UNREACHABLE, 0]
+
+
+def test_transient_restarts_never_add_up_to_a_give_up(rig):
+    now = T0
+    state = {
+        "restarts": [
+            {"time": now - s, "rc": wd.EX_UNREACHABLE, "transient": True} for s in (900, 600, 300)
+        ]
+    }
+    assert wd.gate_restart(state, rig.dog.wd, now)[0] == "restart"
+    state["restarts"].append({"time": now - 100, "rc": 0})
+    verdict, why = wd.gate_restart(state, rig.dog.wd, now)
+    assert verdict == "backoff" and "4 restart(s)" in why
+
+
+def test_a_node_lost_during_the_stop_or_start_is_a_transient(rig):
+    cluster = rig.dog.cluster
+    rig.clock.at(0.5, lambda: rig.world.power_off("spark-3"))
+    original = cluster.run
+
+    def run(rank, *verb, timeout=None):
+        if verb[0] == "stop":
+            rig.clock.advance(1)
+        return original(rank, *verb, timeout=timeout)
+
+    cluster.run = run
+    rc, msg = cluster.restart("test", 0)
+    assert rc == wd.EX_UNREACHABLE
+    assert "cannot reach spark-3" in msg and "during the stop" in msg
+    rig.world.power_on("spark-3")
+
+    def run_losing_spark_2(rank, *verb, timeout=None):
+        out = original(rank, *verb, timeout=timeout)
+        if verb[0] == "start" and rank["host"] == "spark-4":
+            rig.world.power_off("spark-2")
+        return out
+
+    cluster.run = run_losing_spark_2
+    rc, msg = cluster.restart("test", 0)
+    assert (rc, "cannot reach spark-2" in msg, "during the start" in msg) == (
+        wd.EX_UNREACHABLE,
+        True,
+        True,
+    ), msg
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3"]
+
+
+def test_a_real_launcher_refusal_still_gives_up_at_once(rig):
+    rig.world.refuse["spark-4"] = "enp1s0f0np0 MTU is 1500, below 9000"
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    rig.cron(2)
+    assert rig.gave_up()
+    text = (rig.tmp / "state" / "gave-up").read_text()
+    assert "launcher refused" in text and "spark-4: enp1s0f0np0 MTU is 1500" in text
+    assert rig.world.stops == [] and rig.world.starts == []
+    assert rig.state()["last_observation"]["kind"] == "gave-up"
+
+
+def test_too_many_restarts_in_the_window_give_up(rig):
+    # A head that crashes again 30 s after every recovery.
+    def crash_again_later():
+        rig.world.kill("spark-1")
+        rig.clock.at(rig.clock.monotonic() + 300, crash_again_later)
+
+    rig.clock.at(5, crash_again_later)
+    rig.cron(20)
+    state = rig.state()
+    assert rig.gave_up()
+    assert "3 restarts within 3600 s" in (rig.tmp / "state" / "gave-up").read_text()
+    assert len(state["restarts"]) == 3
+    # backoff doubled between them: 60 s, then 120 s at least
+    times = [r["time"] for r in state["restarts"]]
+    assert times[1] - times[0] >= 60 and times[2] - times[1] >= 120
+
+
+def test_a_second_crash_soon_after_a_recovery_is_decided_in_the_same_run(rig):
+    rig.dog.wd["backoff_s"] = 0
+    rig.clock.at(3, lambda: rig.world.kill("spark-1"))
+    recovered = []
+
+    def second_crash_20_s_after_the_recovery():
+        done = rig.state()["restarts"][0]["healthy_at"]
+        recovered.append(done)
+        rig.clock.at(done + 20 - T0, lambda: rig.world.kill("spark-3"))
+
+    rig.clock.at(25, second_crash_20_s_after_the_recovery)
+    assert rig.dog.run() == 0  # one cron run
+    first, second = rig.state()["restarts"]
+    crash_2 = recovered[0] + 20
+    assert first["healthy_at"] == recovered[0]
+    assert second["time"] - crash_2 <= 12  # within one interval plus the confirmation
+    assert second["time"] < T0 + 55  # by the run that restarted the first time
+
+
+def test_a_run_whose_restart_crossed_the_minute_observes_for_the_cron_run_it_turned_away(rig):
+    rig.dog.wd["backoff_s"] = 0
+    FakeCluster.boot_s = 15.0  # the restart ends past the minute boundary
+    rig.clock.at(45, lambda: rig.world.kill("spark-1"))  # seen at 50, restarted at 52
+    rig.clock.at(85, lambda: rig.world.kill("spark-2"))
+    try:
+        assert rig.dog.run() == 0
+    finally:
+        FakeCluster.boot_s = 5.0
+    first, second = rig.state()["restarts"]
+    assert first["time"] == T0 + 52 and first["healthy_at"] > T0 + 60
+    # the cron run at T0 + 60 found this one busy: this one saw the second crash
+    assert second["time"] - (T0 + 85) <= 12
+    assert rig.clock.now <= T0 + 120
+
+
+def test_a_backoff_is_logged_once_and_the_restart_follows_when_it_ends(rig):
+    rig.clock.at(3, lambda: rig.world.kill("spark-1"))
+    rig.clock.at(45, lambda: rig.world.kill("spark-2"))
+    rig.cron(2)
+    state = rig.state()
+    first, second = state["restarts"]
+    # the second crash waits for the 60 s backoff, then restarts within one interval
+    assert first["time"] + 60 <= second["time"] <= first["time"] + 60 + 12
+    assert len(rig.lines("decision=backoff")) == 1
+
+
+def test_paused_leaves_a_crash_alone(rig):
+    (rig.tmp / "state").mkdir()
+    (rig.tmp / "state" / "paused").write_text("canary\n")
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    assert rig.cron(2) == [0, 0]
+    assert rig.world.starts == []
+    assert rig.state()["last_observation"]["kind"] == "paused"
+
+
+def test_a_busy_lock_holds_observation(rig):
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    with wd.flocked(rig.dog.cfg["lock_file"]) as got:
+        assert got
+        rig.cron(1)
+    assert rig.world.starts == []
+    assert rig.state()["last_observation"]["kind"] == "busy"
+    assert len(rig.lines("observed busy")) == 1
+    rig.cron(1)
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+
+
+def test_a_frozen_head_is_restarted_only_past_the_grace(rig):
+    rig.dog.wd["grace_s"] = 120
+    rig.world.started["spark-1"] = T0 - 30  # started 30 s ago, never answered
+    rig.world.state["spark-1"] = "paused"  # docker pause: frozen
+    rig.cron(2)
+    (restart,) = rig.state()["restarts"]
+    assert restart["kind"] == "wedged"
+    assert restart["detected_at"] >= T0 + 90  # 120 s after the head's start
+    assert len(rig.lines("observed booting")) == 1
+
+
+def test_an_operators_clear_during_a_run_holds(rig):
+    rig.clock.at(3, lambda: rig.world.kill("spark-1"))
+    # cleared while this run restarts (it holds the state in memory meanwhile)
+    rig.clock.at(15, lambda: rig.dog.clear("operator"))
+    rig.clock.at(35, lambda: rig.world.kill("spark-2"))
+    rig.cron(1)
+    state = rig.state()
+    assert state["cleared_at"] == T0 + 15
+    # without the clear holding, the second crash would wait for the backoff
+    assert [r["time"] > T0 + 35 for r in state["restarts"]] == [True]
+    assert rig.lines("decision=backoff") == []
+    assert len(rig.lines("restart history cleared by operator")) == 1
+    # a later clear holds too (the newer clear wins over the one on disk)
+    rig.clock.advance(10)
+    rig.dog.clear("operator")
+    assert rig.state()["cleared_at"] == rig.clock.now
+    assert rig.state()["restarts"] == []
