@@ -42,10 +42,29 @@ def sparkfleet_failures(report):
     return messages
 
 
+def sparkfleet_task_msg(run, name):
+    """A playbook run's (command result, json callback) message of the task ``name``, as lines.
+
+    The first host that has one (a run_once report); [] when the task did not print.
+    """
+    import json
+
+    report = json.loads(run.get("stdout") or "{}")
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            if task.get("task", {}).get("name") != name:
+                continue
+            for result in task.get("hosts", {}).values():
+                if "msg" in result:
+                    return str(result["msg"]).splitlines()
+    return []
+
+
 class FilterModule:
     def filters(self):
         return {
             "sparkfleet_changed_paths": sparkfleet_changed_paths,
             "sparkfleet_epoch": sparkfleet_epoch,
             "sparkfleet_failures": sparkfleet_failures,
+            "sparkfleet_task_msg": sparkfleet_task_msg,
         }
