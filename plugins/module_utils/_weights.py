@@ -21,6 +21,7 @@ files that verify (and their hard links) are not touched.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -264,6 +265,24 @@ def isolate(root, manifest, paths, hf_hub=None, check=False):
     if removed and not check:
         write_json(os.path.join(root, VERIFIED), verified)
     return removed, kept
+
+
+def link_present(final, part, manifest):
+    """Hard-link every manifest file ``final`` has into the empty staging directory ``part``.
+
+    The head's rsync of the whole revision into ``part`` then skips them (same size and
+    mtime: the head sent them before) and sends only what ``final`` lacks; a file it does
+    send is written beside the link and renamed over it, so ``final``'s copy is never
+    written. A file that cannot be linked (another filesystem) is simply sent again.
+    """
+    for entry in manifest["files"]:
+        source = os.path.join(final, entry["path"])
+        if not os.path.isfile(source):
+            continue
+        target = os.path.join(part, entry["path"])
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.link(source, target)
 
 
 class RepairError(Exception):

@@ -25,7 +25,7 @@ description:
   - A file that fails verification is removed from the staging directory and the module fails
     naming node, file, expected and actual digest.
   - Repairs a staged revision whose files no longer verify (with O(verify=full) also a file whose
-    bytes changed with its size and mtime kept): the corrupt files leave the revision directory at
+    bytes changed with its size and mtime kept) - the corrupt files leave the revision directory at
     once, only they are downloaded into the staging directory, verified against the revision's
     manifest (sha256) and renamed into place; the revision directory stays where the engine loads
     it. The staging directory of a repair is removed whether the repair succeeds or fails.

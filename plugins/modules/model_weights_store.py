@@ -21,9 +21,10 @@ description:
     fail verification (each is hashed again), with the Hugging Face cache blob under O(hf_hub)
     that is a hard link to the same file, so the engine loads neither. Files that verify stay.
   - O(step=receiving) makes the staging directory ready for a peer to fill it with rsync. For a
-    staged revision that lacks files (a repair) the staging directory starts empty and RV(send)
-    lists the files the peer must send; the revision directory stays where the engine loads it. A
-    directory without a usable manifest goes back to staging as a whole.
+    staged revision that lacks files (a repair) the staging directory is made afresh with hard links
+    to the files that are there, so the peer's rsync sends only the files RV(send) lists; the
+    revision directory stays where the engine loads it. A directory without a usable manifest goes
+    back to staging as a whole.
   - O(step=present) verifies every received file against O(manifest) (sha256). For a new
     revision it renames the staging directory into place; for a repair it renames each verified
     replacement into the revision directory. A mismatch fails naming node, file, expected and
@@ -142,6 +143,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import
     complete,
     file_states,
     isolate,
+    link_present,
     load_json,
     manifest_matches,
     mismatch_message,
@@ -236,6 +238,7 @@ def main():
             removed, _kept = isolate(final, local, [b["path"] for b in bad])
             shutil.rmtree(part, ignore_errors=True)
             os.makedirs(part)
+            link_present(final, part, local)
             result.update(removed=removed, send=[e["path"] for e in missing_entries(final, local)])
             module.exit_json(**result)
         if os.path.isdir(final) and not os.path.isdir(part):

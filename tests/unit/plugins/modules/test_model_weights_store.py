@@ -33,11 +33,28 @@ def run(capsys, check=False, **args):
     return json.loads(capsys.readouterr().out)
 
 
-def rsync(src, dst, paths):
-    """What the head's rsync --archive --relative does: the files, their mtime kept."""
-    for path in paths:
-        os.makedirs(os.path.dirname(os.path.join(dst, path)), exist_ok=True)
-        shutil.copy2(os.path.join(src, path), os.path.join(dst, path))
+def rsync(src, dst):
+    """What the head's ``rsync --archive --exclude=/.sparkfleet-verified.json src/ dst/`` does.
+
+    A file whose size and mtime match is skipped (rsync's quick check); any other is written
+    beside its name and renamed over it (never written in place). Returns what was sent.
+    """
+    sent = []
+    for dirpath, _dirs, names in os.walk(src):
+        for name in names:
+            rel = os.path.relpath(os.path.join(dirpath, name), src)
+            if rel == w.VERIFIED:
+                continue
+            source, target = os.path.join(src, rel), os.path.join(dst, rel)
+            if os.path.isfile(target):
+                a, b = os.stat(source), os.stat(target)
+                if (a.st_size, a.st_mtime_ns) == (b.st_size, b.st_mtime_ns):
+                    continue
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target + ".tmp")
+            os.replace(target + ".tmp", target)
+            sent.append(rel)
+    return sorted(sent)
 
 
 @pytest.fixture
@@ -72,12 +89,13 @@ def test_worker_repair_replaces_the_file_in_place_and_leaves_no_partial(capsys, 
     assert not os.path.exists(os.path.join(final, SHARD)), "the corrupt copy left the loaded tree"
 
     recv = run(capsys, store=store, step="receiving", manifest=manifest())
-    assert recv["send"] == [SHARD], "only the bad file travels"
+    assert recv["send"] == [SHARD]
     part = w.partial_dir(store, REPO, COMMIT)
-    assert os.listdir(part) == [], "a repair's staging directory starts empty"
     assert os.path.isdir(final), "the revision stays where the engine loads it"
 
-    rsync(head, part, recv["send"])
+    # The staging directory holds hard links of the good files: only the bad one travels.
+    assert rsync(head, part) == sorted([SHARD, w.MANIFEST])
+    assert all(os.stat(os.path.join(final, p)).st_ino == i for p, i in good_inodes.items())
     done = run(capsys, store=store, step="present", manifest=manifest(), verify="full")
     assert done["changed"] and done["placed"] == [SHARD] and done["status"] == "present"
     for path in FILES:
@@ -98,7 +116,7 @@ def test_a_bad_replacement_fails_naming_node_file_and_fix_and_leaves_nothing(cap
     run(capsys, store=store, step="isolate", paths=[b["path"] for b in info["bad"]])
     run(capsys, store=store, step="receiving", manifest=manifest())
     part = w.partial_dir(store, REPO, COMMIT)
-    rsync(head, part, [SHARD])
+    rsync(head, part)
     flip(os.path.join(part, SHARD))  # the copy that arrived is bad too
     out = run(capsys, store=store, step="present", manifest=manifest(), verify="full")
     assert out["failed"]
@@ -115,7 +133,7 @@ def test_receiving_after_a_quick_info_still_takes_the_flip_out_when_full(capsys,
     flip(os.path.join(final, SHARD))
     recv = run(capsys, store=store, step="receiving", manifest=manifest(), verify="full")
     assert recv["send"] == [SHARD] and recv["removed"] == [SHARD]
-    rsync(head, w.partial_dir(store, REPO, COMMIT), recv["send"])
+    rsync(head, w.partial_dir(store, REPO, COMMIT))
     assert run(capsys, store=store, step="present", manifest=manifest(), verify="full")[
         "placed"
     ] == [SHARD]
@@ -157,7 +175,7 @@ def test_a_new_revision_is_still_sealed_by_one_rename(capsys, tmp_path):
     recv = run(capsys, store=store, step="receiving", manifest=manifest())
     assert "send" not in recv
     part = w.partial_dir(store, REPO, COMMIT)
-    rsync(head, part, list(FILES))
+    assert rsync(head, part) == sorted([*FILES, w.MANIFEST])
     out = run(capsys, store=store, step="present", manifest=manifest(), verify="full")
     assert out["status"] == "present"
     final = w.revision_dir(store, REPO, COMMIT)
