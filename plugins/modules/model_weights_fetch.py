@@ -358,11 +358,11 @@ def main():
         todo = []
         for entry in files:
             path = os.path.join(part, entry["path"])
-            trusted = not full and same_stat(stat_record(path), verified.get(entry["path"]))
-            if os.path.isfile(path) and trusted:
+            present = os.path.isfile(path)
+            if present and not full and same_stat(stat_record(path), verified.get(entry["path"])):
                 entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
                 continue
-            if os.path.isfile(path):
+            if present:
                 good, _exp, _got = verify_file(path, entry)
                 if good:
                     verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])

@@ -131,3 +131,12 @@ def test_a_repair_the_mirror_breaks_leaves_no_partial_and_nothing_corrupt(capsys
         == {e["path"]: e["sha256"] for e in manifest()["files"]}[SHARD]
     )
     assert leftovers(tmp_path) == []
+
+
+def test_a_new_revision_is_downloaded_whole_and_sealed(capsys, tmp_path, mirror):
+    out = fetch(capsys, tmp_path)
+    assert out["changed"] and sorted(out["downloaded"]) == sorted(FILES)
+    final = w.revision_dir(str(tmp_path), REPO, COMMIT)
+    assert w.check_revision(final, w.load_json(os.path.join(final, w.MANIFEST)), full=True)[0] == []
+    assert leftovers(tmp_path) == []
+    assert not fetch(capsys, tmp_path, verify="full")["changed"]
