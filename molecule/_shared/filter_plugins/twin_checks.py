@@ -45,14 +45,16 @@ def sparkfleet_failures(report):
 def sparkfleet_task_msg(run, name):
     """A playbook run's (command result, json callback) message of the task ``name``, as lines.
 
-    The first host that has one (a run_once report); [] when the task did not print.
+    ``name`` as the task names itself (a role's task is listed as ``<role> : <name>``); the
+    first host that has a message (a run_once report); [] when the task did not print.
     """
     import json
 
     report = json.loads(run.get("stdout") or "{}")
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
-            if task.get("task", {}).get("name") != name:
+            listed = task.get("task", {}).get("name", "")
+            if listed != name and not listed.endswith(" : " + name):
                 continue
             for result in task.get("hosts", {}).values():
                 if "msg" in result:
