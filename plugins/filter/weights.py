@@ -9,6 +9,8 @@ from __future__ import annotations
 from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
     disk_error,
     plan,
+    scrub_lines,
+    scrub_rows,
     tree_entries,
 )
 
@@ -28,10 +30,19 @@ def model_weights_disk_error(needed, free, node, where, headroom=0):
     return disk_error(node, where, int(needed), int(free), int(headroom)) or ""
 
 
+def model_weights_scrub_report(nodes, repair=False):
+    """Report lines of a scrub from ``[[node, info results], ...]`` (playbooks/verify.yml)."""
+    rows = []
+    for node, results in nodes or []:
+        rows.extend(scrub_rows(node, results))
+    return scrub_lines(rows, bool(repair))
+
+
 class FilterModule:
     def filters(self):
         return {
             "model_weights_plan": model_weights_plan,
             "model_weights_tree": model_weights_tree,
             "model_weights_disk_error": model_weights_disk_error,
+            "model_weights_scrub_report": model_weights_scrub_report,
         }

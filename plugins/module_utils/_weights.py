@@ -9,14 +9,24 @@ sha256 and the mirror's etag). While it is being filled it is called
 ``.<commit>.partial``; it is renamed into place only when every file is verified.
 Each node keeps ``.sparkfleet-verified.json`` (size, mtime, inode of every file when it
 was last hashed), so a re-run re-hashes only files whose stat changed.
+
+Repair (a sealed revision whose files no longer verify): the corrupt copies leave the
+revision directory at once (``isolate``), together with the Hugging Face cache blob that
+is a hard link to the same inode, so nothing corrupt stays where the engine loads; the
+replacements are staged in ``.<commit>.partial``, verified (sha256) and renamed in one by
+one (``complete``); the staging directory is removed whether that succeeds or not. The
+revision directory is never renamed away, so the engine's path never dangles and the
+files that verify (and their hard links) are not touched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 
 MANIFEST = ".sparkfleet-manifest.json"
 VERIFIED = ".sparkfleet-verified.json"
@@ -154,6 +164,224 @@ def files_to_rehash(manifest, verified, stats, full=False):
         if full or not same_stat(stats.get(path), verified.get(path)):
             out.append(path)
     return out
+
+
+def check_revision(root, manifest, full=False):
+    """(bad entries, verified records, rehashed?) of a directory against a manifest.
+
+    ``full`` re-hashes every file; otherwise only files whose stat differs from the
+    records in ``root``'s verified file. A bad entry is ``{path, expected, got, size}``;
+    ``got`` is ``missing`` for a file that is not there.
+    """
+    verified = load_json(os.path.join(root, VERIFIED)) or {}
+    stats = stat_records(root, manifest["files"])
+    todo = set(files_to_rehash(manifest, verified, stats, full))
+    bad = []
+    for entry in manifest["files"]:
+        if entry["path"] not in todo:
+            continue
+        ok, expected, got = verify_file(os.path.join(root, entry["path"]), dict(entry))
+        if ok:
+            verified[entry["path"]] = dict(stats[entry["path"]], sha256=entry["sha256"])
+        else:
+            verified.pop(entry["path"], None)
+            bad.append(
+                {"path": entry["path"], "expected": expected, "got": got, "size": entry["size"]}
+            )
+    return bad, verified, bool(todo)
+
+
+def file_states(manifest, bad):
+    """One row per manifest file: ``{path, state}`` with state ok, corrupt or missing."""
+    why = {b["path"]: b for b in bad or []}
+    rows = []
+    for entry in (manifest or {}).get("files", []):
+        b = why.get(entry["path"])
+        if b is None:
+            rows.append({"path": entry["path"], "state": "ok"})
+        else:
+            state = "missing" if b.get("got") == "missing" else "corrupt"
+            rows.append(
+                {
+                    "path": entry["path"],
+                    "state": state,
+                    "expected": b.get("expected"),
+                    "got": b.get("got"),
+                }
+            )
+    return rows
+
+
+def missing_entries(root, manifest):
+    """Manifest entries that are not a file under ``root`` (what a repair must bring)."""
+    return [
+        entry
+        for entry in manifest["files"]
+        if not os.path.isfile(os.path.join(root, entry["path"]))
+    ]
+
+
+def hf_blob_path(hf_hub, repo, etag):
+    """Where model_weights_publish puts a file of ``repo`` in the Hugging Face cache."""
+    return os.path.join(hf_hub, hf_cache_dirname(repo), "blobs", etag)
+
+
+def isolate(root, manifest, paths, hf_hub=None, check=False):
+    """Take the listed files out of a sealed revision when they still fail verification.
+
+    Each listed file is hashed again (only these: the caller found them bad) and, when it
+    still fails, unlinked from ``root``; a Hugging Face cache blob of ``manifest['repo']``
+    under ``hf_hub`` that is the same inode (a hard link made by publish) goes with it,
+    so the engine loads neither. A file that verifies now is kept. The verified records of
+    ``root`` drop what was removed. Returns ``(removed, kept)`` lists of paths (in check
+    mode: what would be removed).
+    """
+    entries = {e["path"]: e for e in manifest["files"]}
+    removed, kept = [], []
+    verified = load_json(os.path.join(root, VERIFIED)) or {}
+    for path in paths:
+        entry = entries.get(path)
+        full = os.path.join(root, path)
+        if entry is None or not os.path.isfile(full):
+            continue
+        ok, _expected, _got = verify_file(full, dict(entry))
+        if ok:
+            kept.append(path)
+            continue
+        removed.append(path)
+        if check:
+            continue
+        st = os.stat(full)
+        if hf_hub and entry.get("etag"):
+            blob = hf_blob_path(hf_hub, manifest.get("repo", ""), entry["etag"])
+            try:
+                bst = os.stat(blob)
+            except OSError:
+                bst = None
+            if bst is not None and (bst.st_dev, bst.st_ino) == (st.st_dev, st.st_ino):
+                os.unlink(blob)
+        os.unlink(full)
+        verified.pop(path, None)
+    if removed and not check:
+        write_json(os.path.join(root, VERIFIED), verified)
+    return removed, kept
+
+
+def link_present(final, part, manifest):
+    """Hard-link every manifest file ``final`` has into the empty staging directory ``part``.
+
+    The head's rsync of the whole revision into ``part`` then skips them (same size and
+    mtime: the head sent them before) and sends only what ``final`` lacks; a file it does
+    send is written beside the link and renamed over it, so ``final``'s copy is never
+    written. A file that cannot be linked (another filesystem) is simply sent again.
+    """
+    for entry in manifest["files"]:
+        source = os.path.join(final, entry["path"])
+        if not os.path.isfile(source):
+            continue
+        target = os.path.join(part, entry["path"])
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.link(source, target)
+
+
+class RepairError(Exception):
+    """A replacement is missing or does not verify; ``path`` names the file."""
+
+    def __init__(self, path, expected, got):
+        super().__init__(f"{path}: expected {expected}, got {got}")
+        self.path, self.expected, self.got = path, expected, got
+
+
+def complete(final, part, manifest):
+    """Move every file ``final`` lacks from ``part`` into ``final``, each verified first.
+
+    All replacements are hashed (sha256) before the first one moves, so a bad one leaves
+    ``final`` as it was; each move is a rename on one filesystem (atomic per file). The
+    staging directory ``part`` is removed in every case, so no ``.partial`` outlives the
+    call. Returns the paths placed; raises RepairError naming the first file that is
+    missing or fails.
+    """
+    try:
+        todo = missing_entries(final, manifest)
+        records = {}
+        for entry in todo:
+            source = os.path.join(part, entry["path"])
+            ok, expected, got = verify_file(source, dict(entry))
+            if not ok:
+                raise RepairError(entry["path"], expected, got)
+            records[entry["path"]] = entry
+        verified = load_json(os.path.join(final, VERIFIED)) or {}
+        for entry in todo:
+            target = os.path.join(final, entry["path"])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(os.path.join(part, entry["path"]), target)
+            verified[entry["path"]] = dict(stat_record(target), sha256=entry["sha256"])
+        if todo:
+            write_json(os.path.join(final, VERIFIED), verified)
+        return [e["path"] for e in todo]
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+
+
+def repair_message(node, repo, commit, path, why, source):
+    """Error text of a repair that failed: host, file, state of the node, and the fix."""
+    return (
+        f"{node}: repairing {repo}@{commit} failed at {path}: {why}; the corrupt copy was "
+        "taken out of the engine's path (a restart cannot load it) and no staging directory "
+        f"was left; fix: make {source} serve a good copy, then run "
+        "playbooks/verify.yml -e repair=true (or site.yml -e model_weights_verify=full)"
+    )
+
+
+def scrub_rows(node, results):
+    """Rows of one node's scrub from its ``model_weights_store`` info results (one per revision)."""
+    rows = []
+    for result in results or []:
+        item = result.get("item") or {}
+        base = {"node": node, "repo": item.get("repo", "?"), "commit": str(item.get("commit", "?"))}
+        if result.get("files"):
+            rows.extend(dict(base, **row) for row in result["files"])
+        elif result.get("status") == "corrupt":
+            rows.append(dict(base, path="(no usable manifest)", state="corrupt"))
+        else:
+            rows.append(dict(base, path="(revision not staged)", state="absent"))
+    return rows
+
+
+def scrub_lines(rows, repair=False):
+    """The operator's report of a scrub: one line per node, file and revision, then totals.
+
+    ``rows``: dicts with node, repo, commit, path, state (ok, corrupt, missing, absent) and,
+    for a corrupt file, expected and got.
+    """
+    width = max([len(r["node"]) for r in rows] + [4])
+    pwidth = max([len(r["path"]) for r in rows] + [4])
+    lines = [f"{'node':<{width}}  {'state':<7}  {'file':<{pwidth}}  revision"]
+    counts = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+        state = r["state"] if r["state"] == "ok" else r["state"].upper()
+        revision = f"{r['repo']}@{r['commit'][:12]}"
+        line = f"{r['node']:<{width}}  {state:<7}  {r['path']:<{pwidth}}  {revision}"
+        if r["state"] == "corrupt" and r.get("got"):
+            line += f"  (expected {r.get('expected')}, got {r.get('got')})"
+        lines.append(line)
+    nodes = len({r["node"] for r in rows})
+    total = ", ".join(
+        f"{counts[k]} {k}" for k in ("ok", "corrupt", "missing", "absent") if k in counts
+    )
+    bad = sum(counts.get(k, 0) for k in ("corrupt", "missing"))
+    lines.append(f"{len(rows)} files on {nodes} nodes: {total or 'nothing staged'}")
+    if bad and repair:
+        lines.append("repairing the corrupt and missing files now (repair=true)")
+    elif bad:
+        lines.append(
+            "nothing was changed; repair with: ansible-playbook playbooks/verify.yml -e repair=true"
+        )
+    if counts.get("absent"):
+        lines.append("a revision that is not staged is staged by site.yml, not by the scrub")
+    return lines
 
 
 def manifest_matches(manifest, repo, commit):

@@ -24,6 +24,11 @@ description:
     virtualenv and points C(ansible_python_interpreter) at it).
   - A file that fails verification is removed from the staging directory and the module fails
     naming node, file, expected and actual digest.
+  - Repairs a staged revision whose files no longer verify (with O(verify=full) also a file whose
+    bytes changed with its size and mtime kept) - the corrupt files leave the revision directory at
+    once, only they are downloaded into the staging directory, verified against the revision's
+    manifest (sha256) and renamed into place; the revision directory stays where the engine loads
+    it. The staging directory of a repair is removed whether the repair succeeds or fails.
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
 attributes:
@@ -119,6 +124,11 @@ downloaded_bytes:
   description: Bytes fetched from the mirror by this run.
   returned: success
   type: int
+repaired:
+  description: Files of a staged revision that failed verification and were replaced.
+  returned: success
+  type: list
+  elements: str
 """
 
 import contextlib
@@ -132,40 +142,27 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
     MANIFEST,
     VERIFIED,
+    RepairError,
+    check_revision,
+    complete,
     disk_error,
-    files_to_rehash,
+    isolate,
     load_json,
     manifest_matches,
     mismatch_message,
+    missing_entries,
     partial_dir,
     pin_error,
     progress_line,
+    repair_message,
     revision_dir,
     same_stat,
     stat_record,
-    stat_records,
     tree_entries,
     verify_file,
     write_json,
     xet_hint,
 )
-
-
-def _staged_ok(final, repo, commit, full):
-    """(ok, verified, rehashed) for an existing final revision directory."""
-    manifest = load_json(os.path.join(final, MANIFEST))
-    if manifest_matches(manifest, repo, commit):
-        return False, {}, []
-    verified = load_json(os.path.join(final, VERIFIED)) or {}
-    stats = stat_records(final, manifest["files"])
-    todo = files_to_rehash(manifest, verified, stats, full)
-    for path in todo:
-        entry = next(f for f in manifest["files"] if f["path"] == path)
-        ok, _exp, _got = verify_file(os.path.join(final, path), dict(entry))
-        if not ok:
-            return False, verified, todo
-        verified[path] = dict(stats[path], sha256=entry["sha256"])
-    return True, verified, todo
 
 
 class _Progress(threading.Thread):
@@ -239,12 +236,37 @@ def main():
         "downloaded_bytes": 0,
     }
 
-    ok, verified, rehashed = _staged_ok(final, repo, revision, p["verify"] == "full")
-    if ok:
-        if rehashed and not module.check_mode:
-            write_json(os.path.join(final, VERIFIED), verified)
-        result["files"] = load_json(os.path.join(final, MANIFEST))["files"]
-        module.exit_json(**result)
+    full = p["verify"] == "full"
+    staged = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
+    if staged is not None and manifest_matches(staged, repo, revision):
+        staged = None
+    bad = []
+    if staged is not None:
+        bad, verified, rehashed = check_revision(final, staged, full)
+        if not bad:
+            if rehashed and not module.check_mode:
+                write_json(os.path.join(final, VERIFIED), verified)
+            result["files"] = staged["files"]
+            module.exit_json(**result)
+    # A repair: the revision directory keeps the files that verify and stays where the engine
+    # loads it; what fails leaves it now, the replacements come through a fresh staging
+    # directory that is removed whatever happens.
+    repairing = staged is not None
+    result["repaired"] = [b["path"] for b in bad]
+    if repairing and not module.check_mode:
+        isolate(final, staged, [b["path"] for b in bad])
+
+    def fail(msg, **extra):
+        if repairing and not module.check_mode:
+            shutil.rmtree(part, ignore_errors=True)
+            if "repairing" not in msg:
+                msg = (
+                    f"{msg}; while repairing {', '.join(result['repaired'])} of {repo}@{revision}: "
+                    "the corrupt copies were taken out of the engine's path and no staging "
+                    "directory was left; fix: the cause above, then run playbooks/verify.yml "
+                    "-e repair=true"
+                )
+        module.fail_json(msg=msg, **extra)
 
     # The client reads its settings at import time: set them first.
     os.environ["HF_ENDPOINT"] = p["endpoint"]
@@ -261,7 +283,7 @@ def main():
             with open(p["token_file"], encoding="utf-8") as handle:
                 token = handle.read().strip() or None
         except OSError as exc:
-            module.fail_json(msg=f"{node}: cannot read the token file {p['token_file']}: {exc}")
+            fail(msg=f"{node}: cannot read the token file {p['token_file']}: {exc}")
     try:
         from huggingface_hub import HfApi, hf_hub_download
         from huggingface_hub.errors import (
@@ -270,7 +292,7 @@ def main():
             RevisionNotFoundError,
         )
     except ImportError as exc:
-        module.fail_json(
+        fail(
             msg=f"{node}: huggingface_hub is not importable by {os.sys.executable}: {exc}; "
             "the model_weights role installs it in its virtualenv"
         )
@@ -292,57 +314,68 @@ def main():
             if getattr(f, "blob_id", None) is not None
         ]
     except RevisionNotFoundError as exc:
-        module.fail_json(
+        fail(
             msg=f"{node}: the mirror has no revision {revision} of {repo} ({p['endpoint']}): {exc}"
         )
     except RepositoryNotFoundError as exc:
-        module.fail_json(
+        fail(
             msg=f"{node}: the mirror has no repository {repo} at revision {revision} "
             f"({p['endpoint']}), "
             f"or it needs a token: {exc}"
         )
     except HfHubHTTPError as exc:
-        module.fail_json(msg=f"{node}: listing {where} failed: {exc}")
+        fail(msg=f"{node}: listing {where} failed: {exc}")
     except OSError as exc:
-        module.fail_json(msg=f"{node}: cannot reach the mirror {p['endpoint']} for {where}: {exc}")
+        fail(msg=f"{node}: cannot reach the mirror {p['endpoint']} for {where}: {exc}")
     if info.sha != revision:
-        module.fail_json(msg=f"{node}: the mirror resolves {revision} of {repo} to {info.sha}")
+        fail(msg=f"{node}: the mirror resolves {revision} of {repo} to {info.sha}")
     files = tree_entries(tree)
     if not files:
-        module.fail_json(msg=f"{node}: {where} lists no files")
+        fail(msg=f"{node}: {where} lists no files")
     total = sum(f["size"] for f in files)
 
+    if repairing:
+        # The revision's own manifest (sha256 of every file) is what a replacement must match.
+        files = [dict(f) for f in staged["files"]]
     if module.check_mode:
-        result.update(changed=True, files=files, downloaded_bytes=total)
+        wanted = [b["size"] for b in bad] if repairing else [f["size"] for f in files]
+        result.update(changed=True, files=files, downloaded_bytes=sum(wanted))
         module.exit_json(**result)
 
     os.makedirs(os.path.dirname(final), exist_ok=True)
-    if os.path.isdir(final) and not os.path.isdir(part):
-        # A staged revision that no longer verifies: back to staging, never loaded again
-        # until every file verifies.
-        os.rename(final, part)
-    os.makedirs(part, exist_ok=True)
-    verified = load_json(os.path.join(part, VERIFIED)) or {}
-    todo = []
-    for entry in files:
-        path = os.path.join(part, entry["path"])
-        if os.path.isfile(path) and same_stat(stat_record(path), verified.get(entry["path"])):
-            entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
-            continue
-        if os.path.isfile(path):
-            good, _exp, _got = verify_file(path, entry)
-            if good:
-                verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+    if repairing:
+        shutil.rmtree(part, ignore_errors=True)
+        os.makedirs(part)
+        lacking = {e["path"] for e in missing_entries(final, staged)}
+        todo = [f for f in files if f["path"] in lacking]
+        verified = {}
+    else:
+        if os.path.isdir(final) and not os.path.isdir(part):
+            # A directory without a usable manifest: back to staging as a whole.
+            os.rename(final, part)
+        os.makedirs(part, exist_ok=True)
+        verified = load_json(os.path.join(part, VERIFIED)) or {}
+        todo = []
+        for entry in files:
+            path = os.path.join(part, entry["path"])
+            present = os.path.isfile(path)
+            if present and not full and same_stat(stat_record(path), verified.get(entry["path"])):
+                entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
                 continue
-            os.unlink(path)
-        todo.append(entry)
-    write_json(os.path.join(part, VERIFIED), verified)
+            if present:
+                good, _exp, _got = verify_file(path, entry)
+                if good:
+                    verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+                    continue
+                os.unlink(path)
+            todo.append(entry)
+        write_json(os.path.join(part, VERIFIED), verified)
 
     needed = sum(f["size"] for f in todo)
     stat = os.statvfs(part)
     error = disk_error(node, p["store"], needed, stat.f_bavail * stat.f_frsize, p["headroom_bytes"])
     if error:
-        module.fail_json(msg=error, needed_bytes=needed, free_bytes=stat.f_bavail * stat.f_frsize)
+        fail(msg=error, needed_bytes=needed, free_bytes=stat.f_bavail * stat.f_frsize)
 
     progress = _Progress(p["progress_file"], part, total, total - needed)
     progress.write(total - needed, 0.0)
@@ -353,14 +386,14 @@ def main():
                 hf_hub_download(repo, entry["path"], revision=revision, local_dir=part, token=token)
             except HfHubHTTPError as exc:
                 hint = xet_hint(exc, p["disable_xet"])
-                module.fail_json(
+                fail(
                     msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
                     f"from {p['endpoint']} "
                     f"failed: {exc}" + (f"; {hint}" if hint else "")
                 )
             except Exception as exc:  # the client wraps transport errors in many types
                 hint = xet_hint(exc, p["disable_xet"])
-                module.fail_json(
+                fail(
                     msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
                     f"from {p['endpoint']} "
                     f"failed: {type(exc).__name__}: {exc}" + (f"; {hint}" if hint else "")
@@ -370,7 +403,18 @@ def main():
             if not good:
                 if os.path.exists(path):
                     os.unlink(path)
-                module.fail_json(msg=mismatch_message(node, repo, entry["path"], expected, got))
+                if repairing:
+                    fail(
+                        msg=repair_message(
+                            node,
+                            repo,
+                            revision,
+                            entry["path"],
+                            f"the mirror sent other bytes (expected {expected}, got {got})",
+                            f"the mirror {p['endpoint']}",
+                        )
+                    )
+                fail(msg=mismatch_message(node, repo, entry["path"], expected, got))
             verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
             write_json(os.path.join(part, VERIFIED), verified)
             result["downloaded"].append(entry["path"])
@@ -378,6 +422,23 @@ def main():
     finally:
         progress.stop.set()
     progress.write(total, 0.0)
+
+    if repairing:
+        try:
+            complete(final, part, staged)
+        except RepairError as exc:
+            fail(
+                msg=repair_message(
+                    node,
+                    repo,
+                    revision,
+                    exc.path,
+                    f"expected {exc.expected}, got {exc.got}",
+                    f"the mirror {p['endpoint']}",
+                )
+            )
+        result.update(changed=True, files=staged["files"])
+        module.exit_json(**result)
 
     # The client's own bookkeeping inside the staging directory is ours to remove.
     shutil.rmtree(os.path.join(part, ".cache"), ignore_errors=True)

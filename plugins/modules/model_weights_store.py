@@ -7,22 +7,28 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: model_weights_store
-short_description: Inspect, receive and seal a staged model revision on a node
+short_description: Inspect, repair, receive and seal a staged model revision on a node
 version_added: 0.2.0
 author: sparkfleet maintainers (@sparkfleet)
 description:
   - Works on C(<store>/<org>--<repo>/<commit>/), the directory where a verified revision lives
     with its manifest C(.sparkfleet-manifest.json), and on its staging twin
     C(<store>/<org>--<repo>/.<commit>.partial/). Needs only the Python standard library.
-  - O(step=info) reports whether the revision is staged and still verifies (read-only; it
-    re-hashes only files whose size, mtime or inode changed since they were last verified, or
-    every file with O(verify=full)).
-  - O(step=receiving) makes the staging directory ready for a peer to fill it with rsync. A staged
-    revision that no longer verifies goes back to staging and its bad files are removed, so the
-    engine never loads them and rsync sends only what is missing.
-  - O(step=present) verifies every received file against O(manifest) (sha256) and renames the
-    staging directory into place. A mismatch removes the file and fails naming node, file,
-    expected and actual digest.
+  - O(step=info) reports whether the revision is staged and still verifies, and the state of
+    every file (read-only; it re-hashes only files whose size, mtime or inode changed since they
+    were last verified, or every file with O(verify=full)).
+  - O(step=isolate) takes the files named in O(paths) out of a staged revision when they still
+    fail verification (each is hashed again), with the Hugging Face cache blob under O(hf_hub)
+    that is a hard link to the same file, so the engine loads neither. Files that verify stay.
+  - O(step=receiving) makes the staging directory ready for a peer to fill it with rsync. For a
+    staged revision that lacks files (a repair) the staging directory is made afresh with hard links
+    to the files that are there, so the peer's rsync sends only the files RV(send) lists; the
+    revision directory stays where the engine loads it. A directory without a usable manifest goes
+    back to staging as a whole.
+  - O(step=present) verifies every received file against O(manifest) (sha256). For a new
+    revision it renames the staging directory into place; for a repair it renames each verified
+    replacement into the revision directory. A mismatch fails naming node, file, expected and
+    actual digest; a failed repair removes the staging directory.
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
 attributes:
@@ -48,13 +54,22 @@ options:
   step:
     description: See the description.
     type: str
-    choices: [info, receiving, present]
+    choices: [info, isolate, receiving, present]
     default: info
   manifest:
     description:
       - The manifest of the verified copy on the sending node; required for V(receiving) and
         V(present).
     type: dict
+  paths:
+    description: Files of the revision to take out when they fail verification (O(step=isolate)).
+    type: list
+    elements: str
+    default: []
+  hf_hub:
+    description:
+      - The Hugging Face cache's C(hub) directory where the revision is published (O(step=isolate)).
+    type: path
   verify:
     description: V(quick) re-hashes files whose stat changed, V(full) every file.
     type: str
@@ -93,46 +108,53 @@ missing_bytes:
   description: Bytes this node still lacks for the revision (needs O(manifest) or a local one).
   returned: always
   type: int
+files:
+  description: Every file of the staged revision with its state (V(ok), V(corrupt), V(missing)).
+  returned: when the revision has a manifest
+  type: list
+  elements: dict
+removed:
+  description: Files taken out of the revision (O(step=isolate)) or of the staging directory.
+  returned: when O(step) is V(isolate) or V(receiving)
+  type: list
+  elements: str
+send:
+  description: Files the peer must send for a repair (O(step=receiving)); absent for a new revision.
+  returned: when O(step=receiving) repairs
+  type: list
+  elements: str
+placed:
+  description: Files renamed into the revision directory by a repair (O(step=present)).
+  returned: when O(step=present)
+  type: list
+  elements: str
 """
 
 import os
+import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
     MANIFEST,
     VERIFIED,
-    files_to_rehash,
+    RepairError,
+    check_revision,
+    complete,
+    file_states,
+    isolate,
+    link_present,
     load_json,
     manifest_matches,
     mismatch_message,
+    missing_entries,
     partial_dir,
     pin_error,
+    repair_message,
     revision_dir,
     stat_records,
-    verify_file,
     write_json,
 )
-
-
-def check_dir(root, manifest, full):
-    """(bad entries, verified records) of a directory against a manifest."""
-    verified = load_json(os.path.join(root, VERIFIED)) or {}
-    stats = stat_records(root, manifest["files"])
-    todo = set(files_to_rehash(manifest, verified, stats, full))
-    bad = []
-    for entry in manifest["files"]:
-        if entry["path"] not in todo:
-            continue
-        ok, expected, got = verify_file(os.path.join(root, entry["path"]), dict(entry))
-        if ok:
-            verified[entry["path"]] = dict(stats[entry["path"]], sha256=entry["sha256"])
-        else:
-            verified.pop(entry["path"], None)
-            bad.append(
-                {"path": entry["path"], "expected": expected, "got": got, "size": entry["size"]}
-            )
-    return bad, verified, bool(todo)
 
 
 def main():
@@ -143,10 +165,12 @@ def main():
             "commit": {"type": "str", "required": True},
             "step": {
                 "type": "str",
-                "choices": ["info", "receiving", "present"],
+                "choices": ["info", "isolate", "receiving", "present"],
                 "default": "info",
             },
             "manifest": {"type": "dict"},
+            "paths": {"type": "list", "elements": "str", "default": []},
+            "hf_hub": {"type": "path"},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "node": {"type": "str", "default": "this node"},
         },
@@ -168,9 +192,12 @@ def main():
         )
 
     local = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
+    if local is not None and manifest_matches(local, repo, commit):
+        local = None
     status, bad, verified, rehashed = "absent", [], {}, False
-    if local is not None and not manifest_matches(local, repo, commit):
-        bad, verified, rehashed = check_dir(final, local, full)
+    if local is not None:
+        # Sealing a repair checks the replacements, not again the files that verified.
+        bad, verified, rehashed = check_revision(final, local, full and p["step"] != "present")
         status = "corrupt" if bad else "present"
     elif os.path.isdir(final):
         status = "corrupt"
@@ -180,8 +207,10 @@ def main():
         have = stat_records(part, reference["files"]) if os.path.isdir(part) else {}
         missing = sum(f["size"] for f in reference["files"] if f["path"] not in have)
     result = {"changed": False, "status": status, "bad": bad, "missing_bytes": missing}
-    if status == "present":
+    if local is not None:
         result["manifest"] = local
+        result["files"] = file_states(local, bad)
+    if status == "present" and p["step"] in ("info", "receiving"):
         if rehashed and not module.check_mode:
             write_json(os.path.join(final, VERIFIED), verified)  # a cache, not a change
         module.exit_json(**result)
@@ -189,16 +218,33 @@ def main():
     if p["step"] == "info":
         module.exit_json(**result)
 
-    result["changed"] = True
-    if module.check_mode:
+    if p["step"] == "isolate":
+        if local is None:
+            module.exit_json(removed=[], **result)
+        removed, kept = isolate(final, local, p["paths"], p["hf_hub"], module.check_mode)
+        result.update(changed=bool(removed), removed=removed, kept=kept)
         module.exit_json(**result)
 
     if p["step"] == "receiving":
+        result["changed"] = True
+        if module.check_mode:
+            module.exit_json(**result)
         os.makedirs(os.path.dirname(part), exist_ok=True)
+        if local is not None:
+            # A repair: the revision stays where the engine loads it, without the files
+            # that fail (gone from its path); the peer sends only those, into an empty
+            # staging directory (an old one is not trusted: its stat records may hide a
+            # file changed in place).
+            removed, _kept = isolate(final, local, [b["path"] for b in bad])
+            shutil.rmtree(part, ignore_errors=True)
+            os.makedirs(part)
+            link_present(final, part, local)
+            result.update(removed=removed, send=[e["path"] for e in missing_entries(final, local)])
+            module.exit_json(**result)
         if os.path.isdir(final) and not os.path.isdir(part):
-            os.rename(final, part)
+            os.rename(final, part)  # no usable manifest: staged again as a whole
         os.makedirs(part, exist_ok=True)
-        pbad, pverified = check_dir(part, given, False)[:2]
+        pbad, pverified = check_revision(part, given, False)[:2]
         for entry in pbad:
             path = os.path.join(part, entry["path"])
             if os.path.isfile(path):
@@ -208,9 +254,34 @@ def main():
         module.exit_json(**result)
 
     # step == present: everything the peer sent must verify before it is moved in place.
+    if local is not None:
+        if status == "present" and not os.path.isdir(part):
+            module.exit_json(placed=[], **result)
+        result["changed"] = True
+        if module.check_mode:
+            module.exit_json(placed=[], **result)
+        try:
+            placed = complete(final, part, local)
+        except RepairError as exc:
+            module.fail_json(
+                msg=repair_message(
+                    node,
+                    repo,
+                    commit,
+                    exc.path,
+                    f"expected {exc.expected}, got {exc.got}",
+                    "the head's copy",
+                ),
+                **result,
+            )
+        result.update(status="present", bad=[], placed=placed, files=file_states(local, []))
+        module.exit_json(**result)
+    result["changed"] = True
+    if module.check_mode:
+        module.exit_json(**result)
     if not os.path.isdir(part):
         module.fail_json(msg=f"{node}: nothing received for {repo}@{commit} in {part}", **result)
-    pbad, pverified = check_dir(part, given, full)[:2]
+    pbad, pverified = check_revision(part, given, full)[:2]
     if pbad:
         for entry in pbad:
             path = os.path.join(part, entry["path"])
@@ -227,9 +298,15 @@ def main():
     write_json(os.path.join(part, MANIFEST), given)
     write_json(os.path.join(part, VERIFIED), pverified)
     if os.path.isdir(final):
-        module.fail_json(msg=f"{node}: {final} appeared while {part} was being sealed", **result)
+        # A directory without a usable manifest appeared meanwhile: not ours to replace.
+        shutil.rmtree(part, ignore_errors=True)
+        module.fail_json(
+            msg=f"{node}: {final} appeared while {part} was being sealed (the staging "
+            "directory was removed); fix: move that directory away, then re-run site.yml",
+            **result,
+        )
     os.rename(part, final)
-    result.update(status="present", manifest=given)
+    result.update(status="present", manifest=given, files=file_states(given, []))
     module.exit_json(**result)
 
 

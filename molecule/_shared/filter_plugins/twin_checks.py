@@ -42,10 +42,31 @@ def sparkfleet_failures(report):
     return messages
 
 
+def sparkfleet_task_msg(run, name):
+    """A playbook run's (command result, json callback) message of the task ``name``, as lines.
+
+    ``name`` as the task names itself (a role's task is listed as ``<role> : <name>``); the
+    first host that has a message (a run_once report); [] when the task did not print.
+    """
+    import json
+
+    report = json.loads(run.get("stdout") or "{}")
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            listed = task.get("task", {}).get("name", "")
+            if listed != name and not listed.endswith(" : " + name):
+                continue
+            for result in task.get("hosts", {}).values():
+                if "msg" in result:
+                    return str(result["msg"]).splitlines()
+    return []
+
+
 class FilterModule:
     def filters(self):
         return {
             "sparkfleet_changed_paths": sparkfleet_changed_paths,
             "sparkfleet_epoch": sparkfleet_epoch,
             "sparkfleet_failures": sparkfleet_failures,
+            "sparkfleet_task_msg": sparkfleet_task_msg,
         }

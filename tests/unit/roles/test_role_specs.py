@@ -28,6 +28,7 @@ STAGE_FACTS = (
     "sglang_api_url",
     "sglang_api_key",
     "sglang_hf_token",
+    "model_weights_repaired",
 )
 # Named only inside a message, not read.
 NOT_READ = {"sglang_patches": {"sglang_profile_overrides"}}

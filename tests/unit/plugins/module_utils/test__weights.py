@@ -242,3 +242,115 @@ def test_stat_records_list_only_the_manifest_files_present(tmp_path):
     got = w.stat_records(str(tmp_path), files)
     assert sorted(got) == ["a.bin", "sub/b.json"]
     assert got["a.bin"] == w.stat_record(str(tmp_path / "a.bin"))
+
+
+# Repair (issue 21): a corrupt copy leaves the revision, a verified one is renamed in.
+
+
+def _revision(tmp_path):
+    from weights_fakes import COMMIT, REPO, manifest, stage
+
+    store = tmp_path / "store"
+    final = stage(store)
+    return final, w.partial_dir(str(store), REPO, COMMIT), manifest()
+
+
+@pytest.mark.parametrize(
+    ("arrived", "error"),
+    [
+        ({"model-00002-of-00002.safetensors": None}, None),
+        ({}, "model-00002-of-00002.safetensors: expected [0-9a-f]{64}, got missing"),
+        ({"model-00002-of-00002.safetensors": b"x"}, "model-00002-of-00002.safetensors: expected"),
+    ],
+)
+def test_complete_renames_verified_replacements_in_and_always_removes_the_staging(
+    tmp_path, arrived, error
+):
+    from weights_fakes import FILES
+
+    final, part, man = _revision(tmp_path)
+    os.unlink(os.path.join(final, "model-00002-of-00002.safetensors"))
+    os.makedirs(part)
+    for path, data in arrived.items():
+        with open(os.path.join(part, path), "wb") as handle:
+            handle.write(FILES[path] if data is None else data)
+    if error is None:
+        assert w.complete(final, part, man) == ["model-00002-of-00002.safetensors"]
+        assert w.check_revision(final, man, full=True)[0] == []
+        verified = w.load_json(os.path.join(final, w.VERIFIED))
+        assert (
+            verified["model-00002-of-00002.safetensors"]["ino"]
+            == os.stat(os.path.join(final, "model-00002-of-00002.safetensors")).st_ino
+        )
+    else:
+        with pytest.raises(w.RepairError, match=error):
+            w.complete(final, part, man)
+        assert not os.path.exists(os.path.join(final, "model-00002-of-00002.safetensors"))
+    assert not os.path.exists(part)
+
+
+def test_complete_checks_every_replacement_before_moving_any(tmp_path):
+    from weights_fakes import FILES
+
+    final, part, man = _revision(tmp_path)
+    for path in ("config.json", "model-00002-of-00002.safetensors"):
+        os.unlink(os.path.join(final, path))
+    os.makedirs(part)
+    (tmp_path / "store").joinpath(part, "config.json").write_bytes(FILES["config.json"])
+    with pytest.raises(w.RepairError):
+        w.complete(final, part, man)
+    assert not os.path.exists(os.path.join(final, "config.json")), "nothing half-applied"
+
+
+def test_isolate_removes_only_what_still_fails(tmp_path):
+    from weights_fakes import flip
+
+    final, _part, man = _revision(tmp_path)
+    flip(os.path.join(final, "model-00001-of-00002.safetensors"))
+    removed, kept = w.isolate(
+        final, man, ["model-00001-of-00002.safetensors", "config.json", "not-in-manifest"]
+    )
+    assert removed == ["model-00001-of-00002.safetensors"] and kept == ["config.json"]
+    assert not os.path.exists(os.path.join(final, "model-00001-of-00002.safetensors"))
+    assert "model-00001-of-00002.safetensors" not in w.load_json(os.path.join(final, w.VERIFIED))
+    assert [e["path"] for e in w.missing_entries(final, man)] == [
+        "model-00001-of-00002.safetensors"
+    ]
+
+
+def test_file_states_and_the_scrub_report():
+    man = {"files": [{"path": "a"}, {"path": "b"}, {"path": "c"}]}
+    bad = [
+        {"path": "b", "expected": "sha256 1", "got": "sha256 2"},
+        {"path": "c", "expected": "sha256 3", "got": "missing"},
+    ]
+    assert [r["state"] for r in w.file_states(man, bad)] == ["ok", "corrupt", "missing"]
+    results = [
+        {
+            "item": {"repo": "o/m", "commit": SHA},
+            "status": "corrupt",
+            "files": w.file_states(man, bad),
+        },
+        {"item": {"repo": "o/d", "commit": SHA}, "status": "absent"},
+    ]
+    lines = w.scrub_lines(w.scrub_rows("spark-3", results))
+    assert lines[0].split() == ["node", "state", "file", "revision"]
+    assert lines[1].split() == ["spark-3", "ok", "a", "o/m@" + SHA[:12]]
+    assert (
+        lines[2].startswith("spark-3  CORRUPT  b ")
+        and "(expected sha256 1, got sha256 2)" in lines[2]
+    )
+    assert lines[3].split()[:3] == ["spark-3", "MISSING", "c"]
+    assert "ABSENT" in lines[4] and "(revision not staged)" in lines[4]
+    assert lines[5] == "4 files on 1 nodes: 1 ok, 1 corrupt, 1 missing, 1 absent"
+    assert "nothing was changed; repair with" in lines[6] and "-e repair=true" in lines[6]
+    assert "repairing" in w.scrub_lines(w.scrub_rows("spark-3", results), repair=True)[6]
+    healthy = [
+        {
+            "item": {"repo": "o/m", "commit": SHA},
+            "status": "present",
+            "files": w.file_states(man, []),
+        }
+    ]
+    ok_only = w.scrub_lines(w.scrub_rows("spark-1", healthy))
+    assert ok_only[-1] == "3 files on 1 nodes: 3 ok"
