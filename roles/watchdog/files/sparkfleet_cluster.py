@@ -67,10 +67,6 @@ NO_ANSWER = (255, 124)
 STACK_START = re.compile(r"Python stacks of all \d+ threads|watchdog timeout", re.IGNORECASE)
 
 
-def utcnow():
-    return time.time()
-
-
 class Clock:
     """Wall time, monotonic time and sleep in one object (tests pass a fake one)."""
 
@@ -298,7 +294,7 @@ class Log:
         self.path, self.name, self.echo = path, name, echo
 
     def __call__(self, msg, level="INFO"):
-        line = f"{iso(utcnow())} {self.name} {level}: {msg}\n"
+        line = f"{iso(Clock.time())} {self.name} {level}: {msg}\n"
         if self.path:
             os.makedirs(os.path.dirname(self.path), mode=0o750, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:
@@ -931,7 +927,7 @@ def watchdog_main(cfg, argv):
     if args.cmd == "pause":
         with open(wd.paused, "w", encoding="utf-8") as fh:
             fh.write(
-                "{} by {}: {}\n".format(iso(utcnow()), who, " ".join(args.reason) or "operator")
+                "{} by {}: {}\n".format(iso(Clock.time()), who, " ".join(args.reason) or "operator")
             )
         wd.log("paused by {}: {}".format(who, " ".join(args.reason) or "operator"))
     elif args.cmd == "resume":
