@@ -25,7 +25,13 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._gid import (
     read_table,
     select,
 )
-from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import sha256_file
+from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
+    MANIFEST,
+    check_revision,
+    load_json,
+    revision_dir,
+    sha256_file,
+)
 
 # Linux's IPv4 and ICMP headers: a no-fragment ping of MTU - 28 payload bytes fills the MTU.
 PING_OVERHEAD = 28
@@ -89,6 +95,19 @@ def json_record(path):
         return {"exists": False}
     except (OSError, ValueError) as exc:
         return {"exists": True, "error": f"{path}: {exc}"}
+
+
+def weights_record(store, repo, commit):
+    """Quick verification of one staged revision: present, missing or bad (read-only)."""
+    root = revision_dir(store, repo, commit)
+    manifest = load_json(os.path.join(root, MANIFEST)) if os.path.isdir(root) else None
+    if not manifest:
+        return {"state": "missing", "bad": []}
+    try:
+        bad = check_revision(root, manifest, False)[0]
+    except (OSError, KeyError, ValueError) as exc:
+        return {"state": "bad", "bad": [], "error": str(exc)}
+    return {"state": "bad" if bad else "present", "bad": [b["path"] for b in bad]}
 
 
 def nic_records(ip_json, names, sysfs_net="/sys/class/net"):
@@ -198,6 +217,11 @@ def docker_records(inspect_json, names, kind):
                 "running": bool(state.get("Running")),
                 "started_at": state.get("StartedAt"),
                 "exit_code": state.get("ExitCode"),
+                "labels": {
+                    k: v
+                    for k, v in ((obj.get("Config") or {}).get("Labels") or {}).items()
+                    if k.startswith("sparkfleet.")
+                },
             }
         for name in names:
             if name in keys or (kind == "image" and _short_ref(name) in keys):

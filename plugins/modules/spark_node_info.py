@@ -76,6 +76,25 @@ options:
     type: list
     elements: str
     default: []
+  stamps:
+    description:
+      - Converge stamps of the collection's stages (JSON files a stage writes once it ran). Each is
+        returned parsed, with the current state of every path it records, so the controller sees
+        in this one call whether a stage has anything to do.
+    type: list
+    elements: path
+    default: []
+  weights:
+    description:
+      - Staged weight revisions to quick-verify, as the entries of C(model_weights_plan)'s C(stage)
+        list (C(repo) and C(commit) are read, other keys ignored). Files whose stat changed since
+        their last verification are hashed again (see M(sparkfleet.serving.model_weights_store)).
+    type: list
+    elements: dict
+    default: []
+  weights_store:
+    description: The weights store of those revisions (C(model_weights_plan)'s C(store)).
+    type: path
   peers:
     description:
       - Data-plane addresses to ping with the don't-fragment bit set, all at once.
@@ -163,7 +182,21 @@ images:
   returned: always
   type: dict
 containers:
-  description: Per name, C(exists), C(status), C(running), C(started_at), C(image), C(exit_code).
+  description:
+    - Per name, C(exists), C(status), C(running), C(started_at), C(image), C(exit_code), C(labels)
+      (the C(sparkfleet.*) ones).
+  returned: always
+  type: dict
+stamps:
+  description:
+    - Per stamp path, C(exists) and C(content) (or C(error)), and C(actual), the state of every path
+      the stamp records (as in RV(paths)).
+  returned: always
+  type: dict
+weights:
+  description:
+    - Per C(repo@commit), C(state) (C(present), C(missing) or C(bad)) and C(bad) (the files that
+      no longer verify).
   returned: always
   type: dict
 peers:
@@ -192,6 +225,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state imp
     path_record,
     ping_argv,
     ping_record,
+    weights_record,
 )
 
 LANG_C = {"LANG": "C", "LC_ALL": "C"}
@@ -224,6 +258,17 @@ def _docker(module, kind, names):
             for name in names
         }
     return docker_records(out, names, kind)
+
+
+def _stamps(paths):
+    out = {}
+    for path in paths:
+        record = json_record(path)
+        content = record.get("content")
+        recorded = content.get("paths") if isinstance(content, dict) else None
+        record["actual"] = {p: path_record(p) for p in (recorded or {})}
+        out[path] = record
+    return out
 
 
 def _pings(module, peers, size, timeout):
@@ -262,6 +307,9 @@ def main():
             json_files=dict(type="list", elements="path", default=[]),
             images=dict(type="list", elements="str", default=[]),
             containers=dict(type="list", elements="str", default=[]),
+            stamps=dict(type="list", elements="path", default=[]),
+            weights=dict(type="list", elements="dict", default=[]),
+            weights_store=dict(type="path"),
             peers=dict(type="list", elements="str", default=[]),
             ping_size=dict(type="int", default=0),
             mtu=dict(type="int", default=9000),
@@ -275,6 +323,10 @@ def main():
         module.fail_json(
             msg=f"ping size {size} is not positive: give mtu > {PING_OVERHEAD} or ping_size"
         )
+    if p["weights"] and not p["weights_store"]:
+        module.fail_json(msg="weights needs weights_store")
+    if any(not isinstance(w, dict) or "repo" not in w or "commit" not in w for w in p["weights"]):
+        module.fail_json(msg="each weights entry needs repo and commit")
     start = time.monotonic()
     result = dict(
         changed=False,
@@ -283,6 +335,11 @@ def main():
         json_files={path: json_record(path) for path in p["json_files"]},
         images=_docker(module, "image", p["images"]),
         containers=_docker(module, "container", p["containers"]),
+        stamps=_stamps(p["stamps"]),
+        weights={
+            f"{w['repo']}@{w['commit']}": weights_record(p["weights_store"], w["repo"], w["commit"])
+            for w in p["weights"]
+        },
         peers=_pings(module, p["peers"], size, p["ping_timeout"]),
     )
     if p["gid"]:

@@ -20,13 +20,16 @@ SITE = os.path.join(REPO, "playbooks", "site.yml")
 
 INVENTORY_CHECK = "Check the inventory of the whole cluster"
 HOST_CHECKS = "Run the host checks"
-MTU_LIVE = "Apply MTU and address live (only what differs)"
-GID = "Discover the data-plane address's RoCE GID"
-GID_FACT = "Publish the node's data plane and its GID"
-PATCH = "sglang_patches : Look up the pinned image on this node"
+# Each stage's writers sit behind one include (entered when the converge probe shows a
+# difference), so the listing names that include.
+PROBE = "Read every node's state in one call"
+MTU_LIVE = "roce : Configure the data plane (MTU, address, jumbo pings, GID)"
+GID = "Compare the data plane with what the node holds"
+GID_FACT = "roce : Publish the data plane from the probe's reading of the GID table"
+PATCH = "sglang_patches : Extract, patch and expose the files"
 RENDER = "sglang_node : Derive this rank's launch inputs"
 BRINGUP = "Restart in order where needed, then wait for health and smoke"
-WEIGHTS = "model_weights : Work out what to stage from the engine profile"
+WEIGHTS = "model_weights : Read the plan and the staged revisions"
 
 
 @pytest.fixture(scope="module")
@@ -66,18 +69,18 @@ def listed(inventory, *args):
     [
         (
             "roce",
-            [INVENTORY_CHECK, MTU_LIVE, GID, GID_FACT],
+            [INVENTORY_CHECK, PROBE, MTU_LIVE, GID, GID_FACT],
             [HOST_CHECKS, PATCH, RENDER, BRINGUP, WEIGHTS],
         ),
         # the launch needs the patches' facts and this node's GID: both come along, read-only
         # for the GID; the live network change does not
         (
             "launch",
-            [INVENTORY_CHECK, GID, GID_FACT, PATCH, RENDER],
+            [INVENTORY_CHECK, PROBE, GID, GID_FACT, PATCH, RENDER],
             [MTU_LIVE, BRINGUP, HOST_CHECKS],
         ),
         ("patches", [INVENTORY_CHECK, PATCH], [RENDER, MTU_LIVE, BRINGUP]),
-        ("bringup", [INVENTORY_CHECK, BRINGUP], [RENDER, PATCH, MTU_LIVE]),
+        ("bringup", [INVENTORY_CHECK, PROBE, BRINGUP], [RENDER, PATCH, MTU_LIVE]),
         ("preflight", [INVENTORY_CHECK, HOST_CHECKS], [MTU_LIVE, PATCH, RENDER, BRINGUP]),
         ("weights", [INVENTORY_CHECK, WEIGHTS], [MTU_LIVE, PATCH, RENDER, BRINGUP, HOST_CHECKS]),
     ],
@@ -92,7 +95,7 @@ def test_a_stage_tag_runs_its_stage_and_what_it_needs(inventory, tags, present, 
 
 def test_the_whole_run_lists_every_stage(inventory):
     out = listed(inventory)
-    for name in (INVENTORY_CHECK, HOST_CHECKS, MTU_LIVE, GID, PATCH, RENDER, BRINGUP):
+    for name in (INVENTORY_CHECK, HOST_CHECKS, PROBE, MTU_LIVE, GID, PATCH, RENDER, BRINGUP):
         assert name in out
 
 

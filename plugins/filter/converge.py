@@ -1,0 +1,104 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of converge: a stage's inputs, their digest, and why it must run."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import (
+    LIVE,
+    digest,
+    launch_config_hash,
+    stamp_reasons,
+    tree_digest,
+)
+
+# plugins/filter/converge.py -> the collection's root.
+COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _role_dir(role):
+    path = os.path.join(COLLECTION, "roles", role)
+    if not os.path.isdir(path):
+        raise AnsibleFilterError(f"converge: no role {role!r} in {COLLECTION}")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def _inputs(role):
+    with open(os.path.join(_role_dir(role), "meta", "argument_specs.yml"), encoding="utf-8") as f:
+        specs = (yaml.safe_load(f) or {}).get("argument_specs") or {}
+    names = set()
+    for spec in specs.values():
+        names.update((spec or {}).get("options") or {})
+    return tuple(sorted(names))
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(path):
+    return tree_digest(path)
+
+
+def converge_inputs(roles):
+    """Every option the argument specs of ``roles`` declare: what the stage reads."""
+    names = set()
+    for role in [roles] if isinstance(roles, str) else roles:
+        names.update(_inputs(role))
+    return sorted(names)
+
+
+def converge_digest(values, roles):
+    """Digest of a stage: its inputs' values, its roles' files and the collection's plugins."""
+    roles = [roles] if isinstance(roles, str) else list(roles)
+    trees = [_tree(_role_dir(role)) for role in roles]
+    trees.append(_tree(os.path.join(COLLECTION, "plugins")))
+    return digest(values, trees)
+
+
+def converge_reasons(probe, stamp_path, stage, want_digest):
+    """Why ``stage`` must run on the node ``probe`` (spark_node_info) describes; [] when not."""
+    record = ((probe or {}).get("stamps") or {}).get(stamp_path)
+    if record is None:
+        raise AnsibleFilterError(f"converge_reasons: the probe did not read {stamp_path}")
+    return stamp_reasons(stage, want_digest, record, record.get("actual"))
+
+
+def converge_outputs(probe, stamp_path):
+    """The facts a stage published when it last ran (its stamp's outputs), {} when none."""
+    record = ((probe or {}).get("stamps") or {}).get(stamp_path) or {}
+    content = record.get("content")
+    return (content or {}).get("outputs") or {} if isinstance(content, dict) else {}
+
+
+def converge_live(probe, check, want=None):
+    """Live differences the probe shows for one check: roce, image or rank."""
+    if check not in LIVE:
+        raise AnsibleFilterError(f"converge_live: unknown check {check!r}, one of {sorted(LIVE)}")
+    try:
+        return LIVE[check](probe or {}, dict(want or {}))
+    except KeyError as exc:
+        raise AnsibleFilterError(f"converge_live({check}): missing {exc}") from exc
+
+
+def sparkfleet_launch_config_hash(file_sha256s):
+    """A rank's configuration hash from the sha256 of its launcher, env file and patched files."""
+    return launch_config_hash(list(file_sha256s))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "converge_inputs": converge_inputs,
+            "converge_digest": converge_digest,
+            "converge_reasons": converge_reasons,
+            "converge_outputs": converge_outputs,
+            "converge_live": converge_live,
+            "launch_config_hash": sparkfleet_launch_config_hash,
+        }

@@ -1,0 +1,216 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Converge: does a stage have anything to do on a node?
+
+A stage that ran records a stamp on the node (``<converge dir>/<stage>.json``): the
+digest of everything it was given (computed on the controller from the role's files,
+the collection's plugins and the values of every option its argument specs declare),
+the state of every path it manages as it left them (type, mode, owner, group, sha256
+or link target, or absence), and the facts it published for later stages. The next run
+reads every stamp with one call per node (``spark_node_info``) and a stage is entered
+only when the digest differs, a recorded path no longer is what the stage left (a hand
+edit of content, mode, owner or link), or a live check says so (an MTU, an address, a
+GID row, a container). Everything here is pure: the module, the stamp writer and the
+controller's filters share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+STAMP_VERSION = 1
+
+# What a path's record is compared on: content, kind, permissions and ownership.
+COMPARED = ("exists", "type", "mode", "owner", "group", "sha256", "target")
+
+
+def canonical(value):
+    """Stable JSON text of any variable value (keys sorted, unknown types as text)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def file_sha256(path):
+    sha = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            sha.update(block)
+    return sha.hexdigest()
+
+
+def tree_digest(root):
+    """sha256 over every file of a directory tree (relative path and content)."""
+    sha = hashlib.sha256()
+    for top, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".pyc", ".md")):
+                continue
+            path = os.path.join(top, name)
+            sha.update(os.path.relpath(path, root).encode())
+            sha.update(b"\0")
+            sha.update(file_sha256(path).encode())
+            sha.update(b"\n")
+    return sha.hexdigest()
+
+
+def digest(values, trees=()):
+    """The desired-state digest of a stage: its inputs' values and its code."""
+    sha = hashlib.sha256()
+    sha.update(canonical(values).encode())
+    for tree in trees:
+        sha.update(b"\n")
+        sha.update(tree.encode())
+    return sha.hexdigest()
+
+
+def compared(record):
+    """The part of a path record a drift check compares (no size, no errors)."""
+    record = record or {}
+    out = {key: record[key] for key in COMPARED if key in record}
+    if record.get("type") == "directory":
+        out.pop("sha256", None)
+    return out
+
+
+def path_drift(recorded, actual):
+    """One reason per managed path that is not as the stage left it."""
+    reasons = []
+    for path in sorted(recorded or {}):
+        want = compared(recorded[path])
+        got = compared((actual or {}).get(path))
+        if (actual or {}).get(path, {}).get("error"):
+            reasons.append(f"{path}: {(actual or {})[path]['error']}")
+            continue
+        if want == got:
+            continue
+        if want.get("exists") and not got.get("exists"):
+            reasons.append(f"{path}: missing")
+        elif got.get("exists") and not want.get("exists"):
+            reasons.append(f"{path}: present, the stage left it absent")
+        else:
+            diffs = [
+                f"{key} {got.get(key)!s:.16} (was {want.get(key)!s:.16})"
+                for key in COMPARED
+                if want.get(key) != got.get(key)
+            ]
+            reasons.append(f"{path}: {', '.join(diffs)}")
+    return reasons
+
+
+def stamp_reasons(stage, want_digest, stamp, actual=None):
+    """Why a stage must run on a node, from its stamp as the probe read it.
+
+    ``stamp`` is the probe's record of the stamp file (``exists``, ``content`` or
+    ``error``); ``actual`` the probe's records of the paths the stamp lists.
+    """
+    stamp = stamp or {}
+    if stamp.get("error"):
+        return [f"stamp unreadable ({stamp['error']})"]
+    content = stamp.get("content") if stamp.get("exists") else None
+    if not isinstance(content, dict):
+        return ["never converged on this node"]
+    if content.get("version") != STAMP_VERSION:
+        return ["stamp of another format"]
+    if content.get("digest") != want_digest:
+        return [f"inputs of stage {stage} changed (its roles, the plugins or its variables)"]
+    return path_drift(content.get("paths"), actual)
+
+
+def stamp(stage, want_digest, paths, outputs):
+    """The stamp a stage writes once it ran: what it was given and what it left."""
+    return {
+        "version": STAMP_VERSION,
+        "stage": stage,
+        "digest": want_digest,
+        "paths": {path: compared(record) for path, record in sorted(paths.items())},
+        "outputs": outputs or {},
+    }
+
+
+def launch_config_hash(file_sha256s):
+    """The configuration hash of a rank: the launcher, its env file, its patched files.
+
+    The one rule shared by the role (what should run), the launcher (what it starts and
+    labels its container with) and the converge probe (what runs).
+    """
+    text = "".join(f"{sha}\n" for sha in file_sha256s)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def roce_reasons(probe, want):
+    """Live differences of the data plane: NIC, MTU, address, GID row, jumbo pings.
+
+    ``want``: ``iface``, ``mtu``, ``address`` (CIDR) and ``recorded`` (the roce_node the
+    stage published when it last ran, or None).
+    """
+    reasons = []
+    nic = (probe.get("nics") or {}).get(want["iface"]) or {}
+    if nic.get("error"):
+        reasons.append(f"{want['iface']}: {nic['error']}")
+    elif not nic.get("exists"):
+        reasons.append(f"{want['iface']}: no such NIC")
+    else:
+        if int(nic.get("mtu") or 0) != int(want["mtu"]):
+            reasons.append(f"{want['iface']}: MTU {nic.get('mtu')}, want {want['mtu']}")
+        if want["address"] not in (nic.get("ipv4") or []):
+            reasons.append(f"{want['iface']}: {want['address']} not assigned")
+    gid = probe.get("gid") or {}
+    recorded = want.get("recorded") or {}
+    if not gid.get("found"):
+        reasons.append(f"no RoCE GID row for {want['address'].split('/')[0]}")
+    elif recorded and (
+        str(recorded.get("gid_index")) != str(gid.get("index"))
+        or recorded.get("gid") != gid.get("gid")
+        or recorded.get("hca") != gid.get("hca")
+    ):
+        reasons.append(
+            f"GID row moved: index {gid.get('index')} on {gid.get('hca')}, "
+            f"recorded {recorded.get('gid_index')} on {recorded.get('hca')}"
+        )
+    for peer, ping in sorted((probe.get("peers") or {}).items()):
+        if not ping.get("ok"):
+            reasons.append(f"jumbo ping to {peer}: {ping.get('error') or 'failed'}")
+    return reasons
+
+
+def weights_reasons(probe, _want=None):
+    """Staged revisions that are missing or no longer verify."""
+    return [
+        f"weights {name}: {rec['state']}"
+        + (f" ({', '.join(rec['bad'][:3])})" if rec["bad"] else "")
+        for name, rec in sorted((probe.get("weights") or {}).items())
+        if rec.get("state") != "present"
+    ]
+
+
+def image_reasons(probe, want):
+    """The engine image's local id differs from the one the patches were cut from."""
+    image = (probe.get("images") or {}).get(want["image"]) or {}
+    if not image.get("exists"):
+        return [f"image {want['image']}: not on this node"]
+    if want.get("image_id") and image.get("id") != want["image_id"]:
+        got, cut = str(image.get("id"))[:19], str(want["image_id"])[:19]
+        return [f"image {want['image']}: id {got}, patches cut from {cut}"]
+    return []
+
+
+def rank_reasons(probe, want):
+    """A rank not running its current configuration (``container``, ``config_hash``)."""
+    box = (probe.get("containers") or {}).get(want["container"]) or {}
+    if not box.get("running"):
+        return [f"{want['container']}: {box.get('status') or 'absent'}"]
+    label = (box.get("labels") or {}).get("sparkfleet.config")
+    if label != want["config_hash"]:
+        return [f"{want['container']}: runs configuration {label}, current {want['config_hash']}"]
+    return []
+
+
+LIVE = {
+    "roce": roce_reasons,
+    "weights": weights_reasons,
+    "image": image_reasons,
+    "rank": rank_reasons,
+}

@@ -1,0 +1,282 @@
+# Copyright (c) 2026, sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""_converge: when a stage skips, and every difference that makes it run again.
+
+Stamps are written by the real converge_stamp module and read back by the real
+spark_node_info module on real files; only docker, ip and ping are faked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.sparkfleet.serving.plugins.filter import converge as filters
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge
+from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import path_record
+from ansible_collections.sparkfleet.serving.plugins.modules import converge_stamp, spark_node_info
+
+
+class Exited(Exception):
+    def __init__(self, payload):
+        super().__init__(payload)
+        self.payload = payload
+
+
+@pytest.fixture
+def module(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise Exited(kwargs)
+
+    def fail_json(self, msg, **kwargs):
+        raise Exited(dict(kwargs, msg=msg, failed=True))
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(main, args):
+    with patch_module_args(args), pytest.raises(Exited) as info:
+        main()
+    return info.value.payload
+
+
+def record(stamp, stage, paths, digest="d1", outputs=None, check=False):
+    return run(
+        converge_stamp.main,
+        {
+            "path": str(stamp),
+            "stage": stage,
+            "digest": digest,
+            "paths": [str(p) for p in paths],
+            "outputs": outputs or {},
+            "_ansible_check_mode": check,
+        },
+    )
+
+
+def probe(stamps):
+    return run(spark_node_info.main, {"stamps": [str(s) for s in stamps]})
+
+
+def reasons(stamp, stage="launch", digest="d1"):
+    return filters.converge_reasons(probe([stamp]), str(stamp), stage, digest)
+
+
+@pytest.fixture
+def managed(tmp_path):
+    """A stage's paths: a script, a secrets file, a directory, a link, one left absent."""
+    script = tmp_path / "bin" / "launcher"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho start\n")
+    os.chmod(script, 0o755)
+    secrets = tmp_path / "sglang.env"
+    secrets.write_text("TOKEN=x\n")
+    os.chmod(secrets, 0o600)
+    link = tmp_path / "model"
+    link.symlink_to("rev-a")
+    return {
+        "script": script,
+        "secrets": secrets,
+        "dir": script.parent,
+        "link": link,
+        "absent": tmp_path / "cron.d-entry",
+    }
+
+
+def test_a_stage_that_ran_is_skipped_until_something_differs(module, managed, tmp_path):
+    stamp = tmp_path / "converge" / "launch.json"
+    assert reasons(stamp) == ["never converged on this node"]
+    first = record(stamp, "launch", managed.values(), outputs={"config_hash": "abc"})
+    assert first["changed"] is True
+    assert oct(os.stat(stamp).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(stamp.parent).st_mode & 0o777) == "0o700"
+    assert reasons(stamp) == []
+    # The same state recorded again is not a change; the outputs come back to a skipping run.
+    assert (
+        record(stamp, "launch", managed.values(), outputs={"config_hash": "abc"})["changed"]
+        is False
+    )
+    assert filters.converge_outputs(probe([stamp]), str(stamp)) == {"config_hash": "abc"}
+    assert reasons(stamp, digest="d2") == [
+        "inputs of stage launch changed (its roles, the plugins or its variables)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda m: m["script"].write_text("#!/bin/sh\necho edited\n"), "launcher: sha256"),
+        (lambda m: os.chmod(m["script"], 0o700), "launcher: mode 0700 (was 0755)"),
+        (lambda m: m["secrets"].unlink(), "sglang.env: missing"),
+        (
+            lambda m: m["absent"].write_text("* * * * * root true\n"),
+            "present, the stage left it absent",
+        ),
+        (
+            lambda m: (m["link"].unlink(), m["link"].symlink_to("/tmp")),
+            "model: target /tmp (was rev-a)",
+        ),
+        (lambda m: os.chmod(m["dir"], 0o777), "bin: mode 0777 (was 0755)"),
+    ],
+    ids=["content", "mode", "deleted", "added", "link", "directory"],
+)
+def test_every_hand_edit_makes_the_stage_run(module, managed, tmp_path, edit, expected):
+    stamp = tmp_path / "launch.json"
+    os.chmod(managed["dir"], 0o755)
+    record(stamp, "launch", managed.values())
+    edit(managed)
+    found = reasons(stamp)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_owner_drift_is_seen(managed):
+    before = {str(managed["script"]): path_record(str(managed["script"]))}
+    after = {str(managed["script"]): dict(before[str(managed["script"])], owner="997")}
+    assert _converge.path_drift(before, after) == [f"{managed['script']}: owner 997 (was root)"]
+
+
+def test_a_directory_is_compared_without_its_content(managed):
+    rec = path_record(str(managed["dir"]))
+    (managed["dir"] / "log").write_text("grows\n")
+    assert _converge.path_drift({"d": rec}, {"d": path_record(str(managed["dir"]))}) == []
+
+
+def test_check_mode_writes_no_stamp(module, managed, tmp_path):
+    stamp = tmp_path / "launch.json"
+    assert record(stamp, "launch", managed.values(), check=True)["changed"] is True
+    assert not stamp.exists()
+
+
+def test_an_unreadable_or_foreign_stamp_runs_the_stage(module, tmp_path):
+    stamp = tmp_path / "roce.json"
+    stamp.write_text("{not json")
+    assert reasons(stamp, "roce")[0].startswith("stamp unreadable")
+    stamp.write_text(json.dumps({"version": 0, "digest": "d1", "paths": {}}))
+    assert reasons(stamp, "roce") == ["stamp of another format"]
+
+
+def test_digest_follows_values_and_code(tmp_path):
+    tree = tmp_path / "role"
+    (tree / "tasks").mkdir(parents=True)
+    (tree / "tasks" / "main.yml").write_text("---\n")
+    (tree / "README.md").write_text("docs only\n")
+    values = {"roce_mtu": 9000, "sglang_engine": {"image": "a", "env": {"B": "1", "A": "2"}}}
+    base = _converge.digest(values, [_converge.tree_digest(str(tree))])
+    reordered = {"sglang_engine": {"env": {"A": "2", "B": "1"}, "image": "a"}, "roce_mtu": 9000}
+    assert _converge.digest(reordered, [_converge.tree_digest(str(tree))]) == base
+    assert _converge.digest(dict(values, roce_mtu=1500), [_converge.tree_digest(str(tree))]) != base
+    (tree / "README.md").write_text("docs change nothing\n")
+    assert _converge.digest(values, [_converge.tree_digest(str(tree))]) == base
+    (tree / "tasks" / "main.yml").write_text("---\n- name: new task\n")
+    assert _converge.digest(values, [_converge.tree_digest(str(tree))]) != base
+
+
+def test_stage_inputs_are_the_options_the_specs_declare():
+    names = filters.converge_inputs(["sglang_node"])
+    # What the launch reads from earlier stages is part of its digest.
+    assert {"roce_node", "sglang_engine", "sglang_patches_sha256", "preflight_socket_ipv4"} <= set(
+        names
+    )
+    assert "roce_mtu" in filters.converge_inputs("roce")
+
+
+def test_launch_config_hash_is_the_launchers_rule(tmp_path):
+    files = []
+    for name, text in [("launcher", "#!/bin/bash\n"), ("env", "A=1\n"), ("patch.py", "x = 1\n")]:
+        (tmp_path / name).write_text(text)
+        files.append(str(tmp_path / name))
+    # The launcher's own pipeline (sparkfleet-sglang config-hash), run by bash.
+    script = 'for f in "$@"; do sha256sum <"$f" | cut -c1-64; done | sha256sum | cut -c1-16'
+    bash = subprocess.run(["bash", "-c", script, "-", *files], capture_output=True, text=True)
+    shas = [_converge.file_sha256(f) for f in files]
+    assert _converge.launch_config_hash(shas) == bash.stdout.strip()
+
+
+NIC_OK = {"exists": True, "mtu": 9000, "ipv4": ["10.0.22.1/24", "10.0.30.1/24"]}
+GID_OK = {"found": True, "index": 3, "gid": "::ffff:10.0.30.1", "hca": "rocep1s0f0", "port": 1}
+WANT = {
+    "iface": "enp1s0f0np0",
+    "mtu": 9000,
+    "address": "10.0.30.1/24",
+    "recorded": {"gid_index": "3", "gid": "::ffff:10.0.30.1", "hca": "rocep1s0f0"},
+}
+
+
+@pytest.mark.parametrize(
+    "probe_state, expected",
+    [
+        ({}, []),
+        ({"nics": {"enp1s0f0np0": dict(NIC_OK, mtu=1500)}}, ["enp1s0f0np0: MTU 1500, want 9000"]),
+        (
+            {"nics": {"enp1s0f0np0": dict(NIC_OK, ipv4=["10.0.22.1/24"])}},
+            ["enp1s0f0np0: 10.0.30.1/24 not assigned"],
+        ),
+        ({"nics": {"enp1s0f0np0": {"exists": False}}}, ["enp1s0f0np0: no such NIC"]),
+        (
+            {"gid": dict(GID_OK, index=7)},
+            ["GID row moved: index 7 on rocep1s0f0, recorded 3 on rocep1s0f0"],
+        ),
+        ({"gid": {"found": False}}, ["no RoCE GID row for 10.0.30.1"]),
+        (
+            {
+                "peers": {
+                    "10.0.30.2": {"ok": True},
+                    "10.0.30.3": {"ok": False, "error": "no answer"},
+                }
+            },
+            ["jumbo ping to 10.0.30.3: no answer"],
+        ),
+    ],
+    ids=["same", "mtu", "address", "nic", "gid-moved", "gid-gone", "ping"],
+)
+def test_roce_live_reasons(probe_state, expected):
+    state = {"nics": {"enp1s0f0np0": NIC_OK}, "gid": GID_OK, "peers": {}}
+    state.update(probe_state)
+    assert filters.converge_live(state, "roce", WANT) == expected
+
+
+def test_image_weights_and_rank_reasons():
+    state = {
+        "images": {"sglang:1": {"exists": True, "id": "sha256:" + "b" * 64}},
+        "weights": {
+            "org/model@c1": {"state": "present", "bad": []},
+            "org/draft@c2": {"state": "bad", "bad": ["model.safetensors"]},
+        },
+        "containers": {
+            "r0": {"running": True, "labels": {"sparkfleet.config": "h1"}},
+            "r1": {"running": False, "status": "exited"},
+        },
+    }
+    assert (
+        filters.converge_live(
+            state, "image", {"image": "sglang:1", "image_id": "sha256:" + "b" * 64}
+        )
+        == []
+    )
+    assert (
+        "patches cut from"
+        in filters.converge_live(
+            state, "image", {"image": "sglang:1", "image_id": "sha256:" + "a" * 64}
+        )[0]
+    )
+    assert filters.converge_live(state, "image", {"image": "sglang:2"}) == [
+        "image sglang:2: not on this node"
+    ]
+    assert filters.converge_live(state, "weights") == [
+        "weights org/draft@c2: bad (model.safetensors)"
+    ]
+    assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []
+    assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h2"}) == [
+        "r0: runs configuration h1, current h2"
+    ]
+    assert filters.converge_live(state, "rank", {"container": "r1", "config_hash": "h1"}) == [
+        "r1: exited"
+    ]
