@@ -160,6 +160,19 @@ class Context:
         return proc.returncode, wall, out
 
 
+def ping_round(inventory):
+    """Wall seconds of one `ansible -m ping` round over every node of ``inventory``.
+
+    The yardstick of the no-change target (issue 20): a run that changes nothing should
+    cost about one connection round trip per node, a small multiple of this."""
+    cmd = [os.path.join(VENV_BIN, "ansible"), "-i", inventory, "spark_nodes", "-m", "ping"]
+    if "inventory/sim" in inventory:
+        cmd += ["--vault-password-file", "twin/vault-password"]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=ansible_env(), capture_output=True, text=True)
+    return round(time.monotonic() - start, 2) if proc.returncode == 0 else None
+
+
 def ansible_env(extra=None):
     full_env = dict(os.environ)
     full_env.update(
@@ -223,7 +236,7 @@ def section_provisioning(ctx):
             log(f"provisioning {size} nodes: kept from {sizes[str(size)].get('from_run')}")
             continue
         inv = SIZES[size]
-        cold, warm, warm_cpu, changed, load = [], [], [], [], []
+        cold, warm, warm_cpu, changed, load, pings = [], [], [], [], [], []
         with ctx.twin_lock(f"{size} nodes"):
             for run in range(1, ctx.runs + 1):
                 ctx.playbook(inv, "twin/playbooks/destroy.yml", f"n{size}-r{run}-destroy")
@@ -244,6 +257,8 @@ def section_provisioning(ctx):
                     measure_weights(ctx, size, inv, "nochange")
                 warm.append(secs)
                 warm_cpu.append(ctx.last_cpu)
+                # The same nodes' ping round, measured in the same run (the target's unit).
+                pings += [p for p in (ping_round(inv) for _ in range(3)) if p is not None]
                 changed.append(sum(h["changed"] for h in recap(out).values()))
             # One more no-change run, verbose and profiled: tasks, round-trips, slowest tasks.
             counted = {}
@@ -270,6 +285,12 @@ def section_provisioning(ctx):
             "nochange_s": spread(warm),
             "nochange_controller_cpu_s": spread(warm_cpu),
             "nochange_changed": changed,
+            "ping_round_s": spread(pings),
+            "nochange_over_ping": (
+                round(spread(warm)["median"] / spread(pings)["median"], 1)
+                if warm and pings
+                else None
+            ),
             "load_avg_1m": load,
             **counted,
         }
@@ -347,15 +368,17 @@ def fmt_spread(s):
 
 def provisioning_table(sizes, ratio, runs):
     lines = [
-        "| nodes | cold site.yml to healthy, s | no-change re-run, s | no-change controller "
-        "CPU, s | changed on re-run | tasks / host | round-trips / host | load avg (1 min) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| nodes | cold site.yml to healthy, s | no-change re-run, s | ping round, s | "
+        "no-change / ping | no-change controller CPU, s | changed on re-run | tasks / host | "
+        "round-trips / host | load avg (1 min) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size, s in sizes.items():
         tph = s.get("tasks_per_host") or {}
         rtt = s.get("round_trips_per_host") or {}
         lines.append(
             f"| {size} | {fmt_spread(s['cold_s'])} | {fmt_spread(s['nochange_s'])} | "
+            f"{fmt_spread(s.get('ping_round_s'))} | {s.get('nochange_over_ping') or 'n/a'} | "
             f"{fmt_spread(s['nochange_controller_cpu_s'])} | "
             f"{', '.join(map(str, s['nochange_changed'])) or 'n/a'} | "
             f"{max(tph.values()) if tph else 'n/a'} | "
@@ -367,7 +390,10 @@ def provisioning_table(sizes, ratio, runs):
         f"Median (min-max) of {runs} run(s) per size. No-change ratio 8/4 nodes: "
         f"**{ratio if ratio is not None else 'n/a'}**. Tasks and round-trips (connection "
         "calls: EXEC, PUT, FETCH) per host from one more no-change run at -vvv; tasks counts "
-        "ok + changed of the busiest host; round-trips min-max over hosts.",
+        "ok + changed of the busiest host; round-trips min-max over hosts. Ping round: one "
+        "`ansible -m ping` over the same nodes, 3 per run, taken right after each no-change "
+        "run (issue 20's targets: no-change at most 5x a ping round, at most 6 round trips "
+        "per host, 8/4 at most 1.3).",
     ]
     lines += resumed_note(sizes)
     for size, s in sizes.items():

@@ -165,9 +165,22 @@ def gid_record(root, address, version=2, hca=None):
     }
 
 
-def ping_argv(ping, address, size, timeout_s):
-    """One no-fragment ping of ``size`` payload bytes (``ping -M do -s SIZE``)."""
-    return [ping, "-M", "do", "-c", "1", "-W", str(timeout_s), "-s", str(size), address]
+def ping_argv(ping, address, size, timeout_s, count=1):
+    """``count`` no-fragment pings of ``size`` payload bytes (``ping -M do -s SIZE``)."""
+    gap = ["-i", "0.2"] if count > 1 else []
+    return [
+        ping,
+        "-M",
+        "do",
+        "-c",
+        str(count),
+        *gap,
+        "-W",
+        str(timeout_s),
+        "-s",
+        str(size),
+        address,
+    ]
 
 
 def ping_record(rc, stdout, stderr, size):

@@ -44,6 +44,9 @@ def probe_error(result, what="the probe"):
             f"({detail or _first_line(msg)})"
         )
     if "rc" not in result:
+        # A module (not a command) that answered: its result is the answer.
+        if result.get("failed") is False:
+            return ""
         return f"{what} did not run ({_first_line(msg) or 'no exit code'})"
     if msg.startswith("[Errno") or msg == "Error executing command.":
         binary = str(result.get("cmd") or "").split(" ", 1)[0] or "its binary"

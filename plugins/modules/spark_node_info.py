@@ -111,6 +111,11 @@ options:
       - The MTU the pings must pass (C(roce_mtu)); used when O(ping_size=0).
     type: int
     default: 9000
+  ping_count:
+    description:
+      - Pings sent to each peer (0.2 s apart); every one must be answered.
+    type: int
+    default: 1
   ping_timeout:
     description:
       - Seconds each ping waits for its answer.
@@ -271,7 +276,7 @@ def _stamps(paths):
     return out
 
 
-def _pings(module, peers, size, timeout):
+def _pings(module, peers, size, timeout, count=1):
     if not peers:
         return {}
     ping = module.get_bin_path("ping")
@@ -282,7 +287,7 @@ def _pings(module, peers, size, timeout):
 
     def one(peer):
         rc, out, err = module.run_command(
-            ping_argv(ping, peer, size, timeout), environ_update=LANG_C
+            ping_argv(ping, peer, size, timeout, count), environ_update=LANG_C
         )
         return ping_record(rc, out, err, size)
 
@@ -313,6 +318,7 @@ def main():
             peers=dict(type="list", elements="str", default=[]),
             ping_size=dict(type="int", default=0),
             mtu=dict(type="int", default=9000),
+            ping_count=dict(type="int", default=1),
             ping_timeout=dict(type="int", default=2),
         ),
         supports_check_mode=True,
@@ -340,7 +346,7 @@ def main():
             f"{w['repo']}@{w['commit']}": weights_record(p["weights_store"], w["repo"], w["commit"])
             for w in p["weights"]
         },
-        peers=_pings(module, p["peers"], size, p["ping_timeout"]),
+        peers=_pings(module, p["peers"], size, p["ping_timeout"], p["ping_count"]),
     )
     if p["gid"]:
         g = p["gid"]

@@ -251,6 +251,9 @@ def test_a_twin_profile_needs_no_gpu_runtime_nor_device():
         ),
         ({"rc": 124, "cmd": "timeout 5 ping", "stderr": ""}, "timed out"),
         ({"msg": "Timeout (12s) waiting for privilege escalation prompt"}, "did not run (Timeout"),
+        # A module (spark_node_info's pings) that answered: no exit code, and no error.
+        ({"changed": False, "failed": False, "peers": {"10.0.30.2": {"ok": False}}}, ""),
+        ({"failed": True, "msg": "ping size -28 is not positive"}, "did not run (ping size"),
         ("nothing", "left no result"),
     ],
 )
