@@ -41,3 +41,15 @@ attributes:
   idempotent:
     support: full
 """
+
+    # A module that changes the node, predicts its change in check mode and has no diff.
+    CHANGE_MODULE = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""

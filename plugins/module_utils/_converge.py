@@ -177,13 +177,17 @@ def roce_reasons(probe, want):
 
 
 def weights_reasons(probe, _want=None):
-    """Staged revisions that are missing or no longer verify."""
-    return [
-        f"weights {name}: {rec['state']}"
-        + (f" ({', '.join(rec['bad'][:3])})" if rec["bad"] else "")
-        for name, rec in sorted((probe.get("weights") or {}).items())
-        if rec.get("state") != "present"
-    ]
+    """Staged revisions that are missing or no longer verify, or whose record is stale."""
+    reasons = []
+    for name, rec in sorted((probe.get("weights") or {}).items()):
+        if rec.get("state") != "present":
+            bad = f" ({', '.join(rec['bad'][:3])})" if rec.get("bad") else ""
+            reasons.append(f"weights {name}: {rec.get('state')}{bad}")
+        elif rec.get("rehashed"):
+            reasons.append(
+                f"weights {name}: files changed on disk verify, their record is out of date"
+            )
+    return reasons
 
 
 def image_reasons(probe, want):

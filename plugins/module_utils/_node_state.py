@@ -97,6 +97,19 @@ def json_record(path):
         return {"exists": True, "error": f"{path}: {exc}"}
 
 
+def disk_record(path):
+    """Free bytes (as df's Available) of the filesystem that holds ``path`` or, when it does
+    not exist yet, its nearest existing parent (``at``)."""
+    at = os.path.abspath(path)
+    while not os.path.exists(at) and at != os.path.dirname(at):
+        at = os.path.dirname(at)
+    try:
+        st = os.statvfs(at)
+    except OSError as exc:
+        return {"at": at, "error": f"{at}: {exc.strerror}"}
+    return {"at": at, "free_bytes": st.f_bavail * st.f_frsize}
+
+
 def weights_record(store, repo, commit):
     """Quick verification of one staged revision: present, missing or bad (read-only)."""
     root = revision_dir(store, repo, commit)
@@ -104,10 +117,17 @@ def weights_record(store, repo, commit):
     if not manifest:
         return {"state": "missing", "bad": []}
     try:
-        bad = check_revision(root, manifest, False)[0]
+        bad, _verified, rehashed = check_revision(root, manifest, False)
     except (OSError, KeyError, ValueError) as exc:
         return {"state": "bad", "bad": [], "error": str(exc)}
-    return {"state": "bad" if bad else "present", "bad": [b["path"] for b in bad]}
+    # Read-only: files whose stat changed were hashed again here but their verification
+    # record is not updated, so the weights stage is entered to record them (else every
+    # probe would hash them again).
+    return {
+        "state": "bad" if bad else "present",
+        "bad": [b["path"] for b in bad],
+        "rehashed": bool(rehashed),
+    }
 
 
 def nic_records(ip_json, names, sysfs_net="/sys/class/net"):

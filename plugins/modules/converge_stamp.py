@@ -21,11 +21,7 @@ description:
     written), mode C(0600), in a directory of mode C(0700).
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+  - sparkfleet.serving.attributes.change_module
 options:
   path:
     description: The stamp file.

@@ -24,13 +24,7 @@ description:
     name the revision does not carry is skipped and listed in RV(skipped).
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - sparkfleet.serving.attributes.change_module
 options:
   src:
     description: Verified revision directory.

@@ -31,13 +31,7 @@ description:
     actual digest; a failed repair removes the staging directory.
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - sparkfleet.serving.attributes.change_module
 options:
   store:
     description: Directory holding staged revisions.

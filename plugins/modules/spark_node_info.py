@@ -76,6 +76,13 @@ options:
     type: list
     elements: str
     default: []
+  disk_free:
+    description:
+      - Paths whose filesystem's free space to report (a path that does not exist yet is measured
+        at its nearest existing parent).
+    type: list
+    elements: path
+    default: []
   stamps:
     description:
       - Converge stamps of the collection's stages (JSON files a stage writes once it ran). Each is
@@ -192,6 +199,14 @@ containers:
       (the C(sparkfleet.*) ones).
   returned: always
   type: dict
+disk_free:
+  description:
+    - Per path, C(at) (the existing path measured) and C(free_bytes) (as C(df)'s Available), or
+      C(error).
+  returned: always
+  type: dict
+  sample:
+    /home/tiger/models: {at: /home/tiger, free_bytes: 512000000000}
 stamps:
   description:
     - Per stamp path, C(exists) and C(content) (or C(error)), and C(actual), the state of every path
@@ -223,6 +238,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import (
     PING_OVERHEAD,
+    disk_record,
     docker_records,
     gid_record,
     json_record,
@@ -312,6 +328,7 @@ def main():
             json_files=dict(type="list", elements="path", default=[]),
             images=dict(type="list", elements="str", default=[]),
             containers=dict(type="list", elements="str", default=[]),
+            disk_free=dict(type="list", elements="path", default=[]),
             stamps=dict(type="list", elements="path", default=[]),
             weights=dict(type="list", elements="dict", default=[]),
             weights_store=dict(type="path"),
@@ -341,6 +358,7 @@ def main():
         json_files={path: json_record(path) for path in p["json_files"]},
         images=_docker(module, "image", p["images"]),
         containers=_docker(module, "container", p["containers"]),
+        disk_free={path: disk_record(path) for path in p["disk_free"]},
         stamps=_stamps(p["stamps"]),
         weights={
             f"{w['repo']}@{w['commit']}": weights_record(p["weights_store"], w["repo"], w["commit"])

@@ -249,6 +249,7 @@ def test_image_weights_and_rank_reasons():
         "weights": {
             "org/model@c1": {"state": "present", "bad": []},
             "org/draft@c2": {"state": "bad", "bad": ["model.safetensors"]},
+            "org/touched@c3": {"state": "present", "bad": [], "rehashed": True},
         },
         "containers": {
             "r0": {"running": True, "labels": {"sparkfleet.config": "h1"}},
@@ -271,7 +272,8 @@ def test_image_weights_and_rank_reasons():
         "image sglang:2: not on this node"
     ]
     assert filters.converge_live(state, "weights") == [
-        "weights org/draft@c2: bad (model.safetensors)"
+        "weights org/draft@c2: bad (model.safetensors)",
+        "weights org/touched@c3: files changed on disk verify, their record is out of date",
     ]
     assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []
     assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h2"}) == [

@@ -216,3 +216,16 @@ def test_docker_records_short_reference():
 
 def test_nic_records_bad_json():
     assert "ip -j addr" in _node_state.nic_records("not json", ["eth0"])["eth0"]["error"]
+
+
+def test_disk_free_measures_the_nearest_existing_parent(node, tmp_path):
+    wanted = tmp_path / "models" / "org" / "repo"
+    result = run({"disk_free": [str(wanted), str(tmp_path)]})
+    st = os.statvfs(tmp_path)
+    record = result["disk_free"][str(wanted)]
+    assert record["at"] == str(tmp_path)
+    # The same figure as df's Available (bavail x fragment size), give or take a write.
+    assert abs(record["free_bytes"] - st.f_bavail * st.f_frsize) < 64 * 1024 * 1024
+    assert result["disk_free"][str(tmp_path)]["at"] == str(tmp_path)
+    # Reading the disk needs no command.
+    assert node["argv"] == []
