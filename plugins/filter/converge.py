@@ -31,13 +31,23 @@ def _role_dir(role):
     return path
 
 
+def _split(item):
+    """``role`` (every entry point) or ``role:entry`` (that entry point only)."""
+    role, _, entry = str(item).partition(":")
+    return role, entry or None
+
+
 @functools.lru_cache(maxsize=None)
-def _inputs(role):
+def _inputs(item):
+    role, entry = _split(item)
     with open(os.path.join(_role_dir(role), "meta", "argument_specs.yml"), encoding="utf-8") as f:
         specs = (yaml.safe_load(f) or {}).get("argument_specs") or {}
+    if entry is not None and entry not in specs:
+        raise AnsibleFilterError(f"converge: role {role} has no entry point {entry!r}")
     names = set()
-    for spec in specs.values():
-        names.update((spec or {}).get("options") or {})
+    for name, spec in specs.items():
+        if entry is None or name == entry:
+            names.update((spec or {}).get("options") or {})
     return tuple(sorted(names))
 
 
@@ -47,7 +57,9 @@ def _tree(path):
 
 
 def converge_inputs(roles):
-    """Every option the argument specs of ``roles`` declare: what the stage reads."""
+    """Every option the argument specs of ``roles`` declare: what the stage reads.
+
+    An item ``role:entry`` takes that entry point's options only."""
     names = set()
     for role in [roles] if isinstance(roles, str) else roles:
         names.update(_inputs(role))
@@ -57,7 +69,7 @@ def converge_inputs(roles):
 def converge_digest(values, roles):
     """Digest of a stage: its inputs' values, its roles' files and the collection's plugins."""
     roles = [roles] if isinstance(roles, str) else list(roles)
-    trees = [_tree(_role_dir(role)) for role in roles]
+    trees = [_tree(_role_dir(_split(role)[0])) for role in roles]
     trees.append(_tree(os.path.join(COLLECTION, "plugins")))
     return digest(values, trees)
 
