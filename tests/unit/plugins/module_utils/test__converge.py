@@ -200,7 +200,9 @@ def test_launch_config_hash_is_the_launchers_rule(tmp_path):
         files.append(str(tmp_path / name))
     # The launcher's own pipeline (sparkfleet-sglang config-hash), run by bash.
     script = 'for f in "$@"; do sha256sum <"$f" | cut -c1-64; done | sha256sum | cut -c1-16'
-    bash = subprocess.run(["bash", "-c", script, "-", *files], capture_output=True, text=True)
+    bash = subprocess.run(
+        ["bash", "-c", script, "-", *files], capture_output=True, text=True, check=True
+    )
     shas = [_converge.file_sha256(f) for f in files]
     assert _converge.launch_config_hash(shas) == bash.stdout.strip()
 
