@@ -146,7 +146,7 @@ EXAMPLES = r"""
     paths:
       - /usr/local/sbin/sparkfleet-sglang
     json_files:
-      - /etc/ansible/facts.d/sparkfleet_roce.fact
+      - /var/lib/sparkfleet/converge/roce.json
     containers: ["{{ sglang_engine.container_name }}"]
     peers: "{{ groups['spark_nodes'] | difference([inventory_hostname])
                | map('extract', hostvars, 'roce_ipv4') | list }}"

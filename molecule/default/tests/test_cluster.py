@@ -138,7 +138,8 @@ def test_gid_table_and_recorded_fact_agree(name):
     assert host.file(f"{port}/gids/{index}").content_string.strip() == gid
     assert host.file(f"{port}/gid_attrs/types/{index}").content_string.strip() == "RoCE v2"
     assert host.file(f"{port}/gid_attrs/ndevs/{index}").content_string.strip() == "enp1s0f0np0"
-    fact = json.loads(host.file("/etc/ansible/facts.d/sparkfleet_roce.fact").content_string)
+    stamp = json.loads(host.file("/var/lib/sparkfleet/converge/roce.json").content_string)
+    fact = stamp["outputs"]["roce_node"]
     assert fact["gid_index"] == index
     assert fact["gid"] == gid
     assert fact["mtu"] == 9000
