@@ -33,7 +33,7 @@ def _role_dir(role):
 
 def _split(item):
     """``role`` (every entry point) or ``role:entry`` (that entry point only)."""
-    role, _, entry = str(item).partition(":")
+    role, _sep, entry = str(item).partition(":")
     return role, entry or None
 
 

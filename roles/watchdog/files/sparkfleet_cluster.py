@@ -44,8 +44,14 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
+
+# The collection's one HTTP client of the SGLang API (plugins/module_utils/_health.py, the
+# same code as the sglang_health module), installed beside this file by the role.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import _health
+except ImportError:  # the checkout's unit tests import this file from roles/watchdog/files
+    from ansible_collections.sparkfleet.serving.plugins.module_utils import _health
 
 CONFIG = os.environ.get("SPARKFLEET_CLUSTER_CONFIG", "/etc/sparkfleet/cluster.json")
 
@@ -433,14 +439,12 @@ class Cluster:
         return out
 
     def head_health(self):
+        """The head's /health status code, 0 when it does not answer."""
+        base = self.cfg["health_url"].rsplit("/health", 1)[0]
         try:
-            with urllib.request.urlopen(
-                self.cfg["health_url"], timeout=self.cfg["health_timeout_s"]
-            ) as resp:
-                return resp.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except (OSError, ValueError):
+            client = _health.SGLangClient(base, request_timeout=self.cfg["health_timeout_s"])
+            return client.request("GET", "/health").status
+        except (_health.TransportError, ValueError):
             return 0
 
     def head_started_at(self):

@@ -220,3 +220,36 @@ def test_a_refusal_is_told_apart_from_a_node_that_does_not_answer():
     refusals, results = cluster.check()
     assert refusals == ["spark-2: enp1s0f0np0 MTU is 1500, below 9000"]
     assert cluster.unreached("check", results)[0] == wd.EX_UNREACHABLE
+
+
+def test_head_health_uses_the_collections_api_client():
+    """The watchdog's /health probe is the sglang_health module's client (module_utils/_health)."""
+    import http.server
+    import threading
+
+    codes = iter([200, 503])
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(next(codes) if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/health"
+        cluster = wd.Cluster(
+            {"ranks": [{"rank": 0, "host": "h"}], "health_url": url, "health_timeout_s": 5},
+            log=None,
+        )
+        assert cluster.head_health() == 200
+        assert cluster.head_health() == 503
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert wd._health.SGLangClient.__module__.endswith("_health")
+    # Nothing answers: 0, never an exception.
+    assert cluster.head_health() == 0
