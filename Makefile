@@ -12,9 +12,12 @@ INVENTORY ?= inventory/sim
 # The twin's inventories vault their (fake) secrets like a real cluster would.
 VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twin/vault-password)
 S ?=
-SCENARIOS := $(if $(S),$(S),default two_node patches canary ssh)
+# The 4-node twin's scenario and the 2-node twins' scenarios run in two lanes at once
+# (tools/lanes.sh); S=<scenario ...> runs the named ones one after another.
+QUAD := default
+PAIR := two_node patches canary ssh
 
-.PHONY: help setup images demo demo-down status lint sanity unit profile-spec role-docs twin molecule test bench bench-engine clean
+.PHONY: help setup images demo demo-down status lint sanity unit profile-spec role-docs twin molecule checks test bench bench-engine clean
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -61,18 +64,23 @@ role-docs: setup ## Write roles/*/README.md from each role's meta/argument_specs
 twin: images ## Tests of the SGLang stand-in image itself
 	$(VENV)/python -m pytest tests/twin -q
 
-molecule: images ## Molecule scenarios on the simulated cluster (S=<scenario> for one)
-	@for s in $(SCENARIOS); do \
-	  echo "== molecule test -s $$s"; \
-	  bash tools/stage.sh "  $$s" $(VENV)/molecule test -s $$s || exit 1; \
-	done
+molecule: images ## Molecule scenarios on the simulated clusters, 4-node and 2-node lanes at once (S=<scenario> for one)
+ifneq ($(S),)
+	@bash tools/scenarios.sh $(S)
+else
+	@bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' pair 'bash tools/scenarios.sh $(PAIR)'
+endif
 
-test: setup images ## Everything CI runs: lint, sanity, unit, twin, molecule (each stage runs; fails if any failed)
-	@rm -f .cache/stages.log; status=0; \
-	for stage in lint sanity unit twin molecule; do \
+checks: setup ## lint, sanity, unit and twin, each timed (each runs; fails if any failed)
+	@status=0; for stage in lint sanity unit twin; do \
 	  bash tools/stage.sh $$stage $(MAKE) --no-print-directory $$stage || status=1; \
-	done; \
-	echo "== stages (wall time)"; cat .cache/stages.log; exit $$status
+	done; exit $$status
+
+test: setup images ## Everything CI runs: the 4-node scenario in one lane; checks, then the 2-node scenarios in the other
+	@rm -f .cache/stages.log; status=0; \
+	bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' \
+	  pair '$(MAKE) --no-print-directory checks; s=$$?; bash tools/scenarios.sh $(PAIR) || s=1; exit $$s' || status=1; \
+	echo "== stages (wall time; the two lanes overlap)"; cat .cache/stages.log; exit $$status
 
 bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + docs/benchmarks.md
 	$(VENV)/python tools/bench.py

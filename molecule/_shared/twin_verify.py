@@ -36,11 +36,17 @@ def inventory(path):
     ).stdout
     data = json.loads(out)
     hostvars = data["_meta"]["hostvars"]
-    return {h: hostvars[h] for h in data["spark_nodes"]["hosts"]}
+    nodes = {h: hostvars[h] for h in data["spark_nodes"]["hosts"]}
+    CONTAINERS.update({h: v.get("sparksim_container", h) for h, v in nodes.items()})
+    return nodes
+
+
+# Node name -> its container (inventory/sim-2node and sim-ssh name theirs in host_vars).
+CONTAINERS = {}
 
 
 def node(name):
-    return testinfra.get_host(f"docker://{name}")
+    return testinfra.get_host(f"docker://{CONTAINERS.get(name, name)}")
 
 
 def launch_argv(host):

@@ -45,7 +45,7 @@ def test_auto_gid_mode_leaves_the_index_to_nccl_and_nccl_finds_each_nodes_own():
         env = [v for o, v in opts if o == "-e"]
         # Never an empty NCCL_IB_GID_INDEX (NCCL reads it as 0): none at all.
         assert not [e for e in env if e.startswith("NCCL_IB_GID_INDEX")]
-        assert "NCCL_IB_ADDR_RANGE=10.0.30.0/24" in env
+        assert f"NCCL_IB_ADDR_RANGE={NODES[name]['roce_subnet']}" in env
         assert "NCCL_IB_ROCE_VERSION_NUM=2" in env
         rank = NODES[name]["spark_rank"]
         log = node(name).check_output(f"docker logs ds4f-canary-r{rank} 2>&1")

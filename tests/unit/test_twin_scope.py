@@ -1,0 +1,78 @@
+"""twin/playbooks/filter_plugins/sparksim.py: which containers and networks are in a
+twin's way, so twins of different inventories can run side by side (make test runs
+inventory/sim and inventory/sim-2node at once) while a leftover on the same names
+or subnets is still removed."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SPEC = importlib.util.spec_from_file_location(
+    "sparksim_filters", os.path.join(ROOT, "twin", "playbooks", "filter_plugins", "sparksim.py")
+)
+sparksim = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(sparksim)
+
+PAIR = ["sparksim-pair-mgmt", "sparksim-pair-roce"]
+PAIR_SUBNETS = ["192.168.4.0/24", "10.0.40.0/24"]
+PAIR_NAMES = ["sim2-spark-1", "sim2-spark-2"]
+
+
+def lines(*rows):
+    return ["\t".join(r) for r in rows]
+
+
+def scope(read):
+    return sparksim.sparksim_scope(read, "sim2", PAIR_NAMES, PAIR, PAIR_SUBNETS)
+
+
+def test_a_twin_on_other_names_and_subnets_is_left_alone():
+    read = lines(
+        ("c", "spark-1", "running", "sim", "sparksim-mgmt,sparksim-roce"),
+        ("c", "sparksim-sim-mirror", "running", "sim", "sparksim-mgmt"),
+        ("n", "sparksim-mgmt", "192.168.3.0/24 "),
+        ("n", "sparksim-roce", "10.0.30.0/24 "),
+    )
+    got = scope(read)
+    assert got["in_the_way"] == []
+    assert got["overlapping"] == []
+    assert got["networks"] == ["sparksim-mgmt", "sparksim-roce"]
+
+
+def test_a_leftover_on_this_twins_subnets_or_names_is_in_the_way():
+    read = lines(
+        ("c", "spark-7", "exited", "sim8", "sparksim-sim8-mgmt"),
+        ("c", "sim2-spark-2", "running", "ssh", "sparksim-elsewhere"),
+        ("c", "stray", "running", "demo", "sparksim-pair-roce"),
+        ("c", "sim2-spark-1", "exited", "sim2", "sparksim-pair-mgmt,sparksim-pair-roce"),
+        ("n", "sparksim-sim8-mgmt", "192.168.4.0/23 "),
+        ("n", "sparksim-pair-mgmt", "192.168.4.0/24 "),
+        ("n", "sparksim-elsewhere", "172.30.0.0/16 "),
+    )
+    got = scope(read)
+    # Another twin holding a name, sitting on this twin's planes or on an overlapping network.
+    assert got["in_the_way"] == ["spark-7", "sim2-spark-2", "stray"]
+    # This twin's own planes are not "overlapping"; a /23 over its /24 is.
+    assert got["overlapping"] == ["sparksim-sim8-mgmt"]
+    own = [c for c in got["containers"] if c["cluster"] == "sim2"]
+    assert own == [
+        {
+            "name": "sim2-spark-1",
+            "state": "exited",
+            "cluster": "sim2",
+            "networks": ["sparksim-pair-mgmt", "sparksim-pair-roce"],
+        }
+    ]
+
+
+def test_a_container_without_networks_or_label_parses():
+    got = scope(lines(("c", "bare", "created", ""), ("n", "empty", "")))
+    assert got["containers"] == [{"name": "bare", "state": "created", "cluster": "", "networks": []}]
+    assert got["in_the_way"] == []
+    assert got["overlapping"] == []
+
+
+def test_the_gateway_is_the_last_usable_address():
+    assert sparksim.sparksim_gateway("192.168.4.0/24") == "192.168.4.254"
