@@ -52,12 +52,14 @@ def test_the_controller_side_downloads_it_documents_exist():
     text = read("execution-environment.yml")
     for path in (
         "roles/model_weights/files/hf-requirements.txt",
-        "roles/model_weights/tasks/venv.yml",
-        "roles/sglang_bench/tasks/install.yml",
+        "roles/cluster/tasks/wheel_venv.yml",
     ):
         assert path in text, path
         assert os.path.exists(os.path.join(ROOT, path)), path
-    assert "'-m', 'pip', 'download'" in read("roles/model_weights/tasks/venv.yml")
+    assert "-m pip download" in read("roles/cluster/tasks/wheel_venv.yml")
+    # Both controller-side downloads go through that one entry point.
+    for role, task in (("model_weights", "download.yml"), ("sglang_bench", "main.yml")):
+        assert "tasks_from: wheel_venv" in read(f"roles/{role}/tasks/{task}"), role
     for role, var in (
         ("model_weights", "model_weights_wheel_cache"),
         ("sglang_bench", "sglang_bench_wheel_cache"),
