@@ -167,7 +167,26 @@ def _plays_and_stats(result):
     return plays, ran_on_nodes, report["stats"], json.dumps(report)
 
 
-@pytest.mark.parametrize("case", sorted(REFUSED))
+# site.yml runs the same first plays as validate.yml (nodes.yml, then the preflight role),
+# on which test_validate_refuses_offline_naming_host_variable_and_fix runs every case: three
+# kinds of refusal (a file that does not parse, the group misnamed, an undeclared variable)
+# show here that site.yml stops there too, before any play that touches a node.
+SITE_CASES = ("hosts.yml does not parse", "spark_nodes misnamed", "misspelt cluster variable")
+
+
+def test_site_and_validate_share_their_first_plays():
+    with open(os.path.join(REPO, "playbooks", "site.yml"), encoding="utf-8") as handle:
+        site = yaml.safe_load(handle)
+    with open(VALIDATE, encoding="utf-8") as handle:
+        validate = yaml.safe_load(handle)
+    assert site[0]["ansible.builtin.import_playbook"] == "nodes.yml"
+    assert validate[0]["ansible.builtin.import_playbook"] == "nodes.yml"
+    assert [r["role"] for r in site[1]["roles"]] == ["sparkfleet.serving.preflight"]
+    assert [r["role"] for r in validate[1]["roles"]] == ["sparkfleet.serving.preflight"]
+    assert set(SITE_CASES) <= set(REFUSED)
+
+
+@pytest.mark.parametrize("case", SITE_CASES)
 def test_site_yml_on_a_refused_inventory_stops_in_its_first_play(case, tmp_path):
     write, expected = REFUSED[case]
     root = str(tmp_path)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SPEC = importlib.util.spec_from_file_location(
@@ -69,10 +71,33 @@ def test_a_leftover_on_this_twins_subnets_or_names_is_in_the_way():
 
 def test_a_container_without_networks_or_label_parses():
     got = scope(lines(("c", "bare", "created", ""), ("n", "empty", "")))
-    assert got["containers"] == [{"name": "bare", "state": "created", "cluster": "", "networks": []}]
+    assert got["containers"] == [
+        {"name": "bare", "state": "created", "cluster": "", "networks": []}
+    ]
     assert got["in_the_way"] == []
     assert got["overlapping"] == []
 
 
 def test_the_gateway_is_the_last_usable_address():
     assert sparksim.sparksim_gateway("192.168.4.0/24") == "192.168.4.254"
+
+
+def test_lanes_run_side_by_side_prefix_their_output_and_fail_if_any_failed(tmp_path):
+    marker = tmp_path / "both"
+    # Each lane waits up to 5 s for the other's file: both end at once only when they run
+    # at the same time.
+    wait = "for i in $(seq 50); do [ -e {} ] && break; sleep 0.1; done"
+    slow = f"touch {marker}.a; {wait.format(str(marker) + '.b')}; echo one"
+    fast = f"touch {marker}.b; {wait.format(str(marker) + '.a')}; exit 3"
+    start = time.monotonic()
+    res = subprocess.run(
+        ["bash", os.path.join(ROOT, "tools", "lanes.sh"), "quad", slow, "pair", fast],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert time.monotonic() - start < 4.5
+    assert res.returncode == 1
+    assert "[quad] one" in res.stdout.splitlines()
+    assert "== lane quad: ok" in res.stdout
+    assert "== lane pair: FAILED" in res.stdout

@@ -21,9 +21,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 STAGE_FACTS = (
     "preflight_cluster",
     "roce_node",
-    "sglang_patches_mounts",
-    "sglang_patches_pyc_masks",
-    "sglang_patches_image_id",
+    "sglang_patches_node",
     "sglang_engine",
     "sglang_api_url",
     "sglang_api_key",

@@ -182,7 +182,7 @@ def test_digest_follows_values_and_code(tmp_path):
 def test_stage_inputs_are_the_options_the_specs_declare():
     names = set(filters.converge_inputs(["sglang_node:main"]))
     # What the launch reads from earlier stages is part of its digest.
-    assert {"roce_node", "sglang_engine", "sglang_patches_sha256", "preflight_socket_ipv4"} <= names
+    assert {"roce_node", "sglang_engine", "sglang_patches_node", "preflight_socket_ipv4"} <= names
     # What only the bring-up reads (restart.yml's force, a repair) does not re-render the launch.
     assert not {"sglang_node_force_restart", "model_weights_repaired"} & names
     assert {"sglang_node_force_restart", "model_weights_repaired"} <= set(
