@@ -38,7 +38,7 @@ status: setup ## Print the cluster report of INVENTORY (read-only)
 	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) playbooks/status.yml
 
 demo-down: setup ## Remove the simulated cluster
-	$(VENV)/ansible-playbook -i $(INVENTORY) twin/playbooks/destroy.yml
+	$(VENV)/ansible-playbook -i $(INVENTORY) $(VAULT) twin/playbooks/destroy.yml
 
 lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck, antsibull-docs, galaxy-importer + ansible-builder
 	$(VENV)/yamllint -s .

@@ -101,3 +101,12 @@ def test_lanes_run_side_by_side_prefix_their_output_and_fail_if_any_failed(tmp_p
     assert "[quad] one" in res.stdout.splitlines()
     assert "== lane quad: ok" in res.stdout
     assert "== lane pair: FAILED" in res.stdout
+
+
+def test_every_make_target_on_the_twin_can_read_its_vaulted_inventory():
+    # create.yml and destroy.yml read the inventory's hosts (names, subnets), which renders
+    # its vaulted variables: each make target running a playbook passes the vault password.
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as handle:
+        lines = [line for line in handle if "ansible-playbook -i $(INVENTORY)" in line]
+    assert lines
+    assert [line for line in lines if "$(VAULT)" not in line] == []
