@@ -68,6 +68,5 @@ class FilterModule:
     def filters(self):
         return {
             "sparksim_gateway": sparksim_gateway,
-            "sparksim_overlapping": sparksim_overlapping,
             "sparksim_scope": sparksim_scope,
         }
