@@ -19,6 +19,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._converge impor
     stamp_reasons,
     tree_digest,
 )
+from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import CLUSTER_VARS
 
 # plugins/filter/converge.py -> the collection's root.
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,6 +75,19 @@ def converge_digest(values, roles):
     return digest(values, trees)
 
 
+def converge_cluster_view(nodes, names):
+    """What a stage's digest takes of every node's cluster variables (preflight_cluster.nodes).
+
+    Every node's identity (its name and the variables of scope host: rank and addresses,
+    which peers read) and the stage's own inputs ``names``: a profile change then leaves a
+    stage that does not read the profile (roce) alone. A stage that reads the profile declares
+    its own resolved profile (sglang_engine), the same on every node."""
+    if not isinstance(nodes, list):
+        return nodes
+    keep = set(names) | {"host"} | {var for var, scope in CLUSTER_VARS.items() if scope == "host"}
+    return [{k: v for k, v in node.items() if k in keep} for node in nodes]
+
+
 def converge_reasons(probe, stamp_path, stage, want_digest):
     """Why ``stage`` must run on the node ``probe`` (spark_node_info) describes; [] when not."""
     record = ((probe or {}).get("stamps") or {}).get(stamp_path)
@@ -109,6 +123,7 @@ class FilterModule:
         return {
             "converge_inputs": converge_inputs,
             "converge_digest": converge_digest,
+            "converge_cluster_view": converge_cluster_view,
             "converge_reasons": converge_reasons,
             "converge_outputs": converge_outputs,
             "converge_live": converge_live,

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
@@ -22,6 +25,8 @@ from ansible_collections.sparkfleet.serving.plugins.filter import converge as fi
 from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge
 from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import path_record
 from ansible_collections.sparkfleet.serving.plugins.modules import converge_stamp, spark_node_info
+
+ROLES = Path(__file__).resolve().parents[4] / "roles"
 
 
 class Exited(Exception):
@@ -193,15 +198,82 @@ def test_stage_inputs_are_the_options_the_specs_declare():
         filters.converge_inputs("roce:nope")
 
 
+def test_a_stage_takes_of_the_cluster_its_inputs_and_every_nodes_identity():
+    nodes = [
+        {
+            "host": "spark-1",
+            "spark_rank": 0,
+            "ansible_host": "192.168.3.3",
+            "roce_ipv4": "10.0.30.1",
+            "roce_mtu": 9000,
+            "sglang_profile_overrides": {"max_running_requests": 8},
+        },
+        {
+            "host": "spark-2",
+            "spark_rank": 1,
+            "ansible_host": "192.168.3.13",
+            "roce_ipv4": "10.0.30.2",
+            "roce_mtu": 9000,
+            "sglang_profile_overrides": {"max_running_requests": 8},
+        },
+    ]
+    flag = [dict(n, sglang_profile_overrides={"max_running_requests": 6}) for n in nodes]
+    moved = [dict(nodes[0]), dict(nodes[1], roce_ipv4="10.0.30.9")]
+    mtu = [dict(n, roce_mtu=1500) for n in nodes]
+    roce = filters.converge_inputs("roce:main")
+    launch = filters.converge_inputs("sglang_node:main")
+
+    def roce_digest(cluster):
+        return filters.converge_digest(
+            {"preflight_cluster": filters.converge_cluster_view(cluster, roce)}, "roce:main"
+        )
+
+    # A profile flag is not the data-plane stage's business; a peer's address and the MTU are.
+    assert roce_digest(flag) == roce_digest(nodes)
+    assert roce_digest(moved) != roce_digest(nodes)
+    assert roce_digest(mtu) != roce_digest(nodes)
+    # The launch reads the profile through its own resolved engine (the same on every node),
+    # and of the others their identity.
+    assert {"preflight_cluster", "sglang_engine"} <= set(launch)
+    assert filters.converge_cluster_view(moved, launch)[1]["roce_ipv4"] == "10.0.30.9"
+    assert "sglang_profile_overrides" not in filters.converge_cluster_view(flag, launch)[0]
+    assert filters.converge_cluster_view({"ranks": {}}, roce) == {"ranks": {}}
+    # The control stage declares what its cluster description is made of.
+    assert {"preflight_cluster", "sglang_engine"} <= set(
+        filters.converge_inputs("watchdog:control")
+    )
+
+
+def test_every_stages_engine_fields_are_profile_fields():
+    from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import defaults
+
+    fields = set(defaults())
+    declared = {}
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            names = ((task or {}).get("vars") or {}).get("converge_engine_fields")
+            if names is not None:
+                declared[task["vars"]["converge_stage"]] = names
+    # A misspelt field would silently leave its stage out of a change that concerns it.
+    assert set(declared) == {"weights", "patches", "control", "watchdog"}
+    for stage, names in declared.items():
+        assert set(names) <= fields, (stage, set(names) - fields)
+
+
 def test_launch_config_hash_is_the_launchers_rule(tmp_path):
     files = []
-    for name, text in [("launcher", "#!/bin/bash\n"), ("env", "A=1\n"), ("patch.py", "x = 1\n")]:
+    for name, text in [("launcher", "#!/bin/bash\n"), ("env", "A=1\n"), ("pa\\tch.py", "x = 1\n")]:
         (tmp_path / name).write_text(text)
         files.append(str(tmp_path / name))
-    # The launcher's own pipeline (sparkfleet-sglang config-hash), run by bash.
-    script = 'for f in "$@"; do sha256sum <"$f" | cut -c1-64; done | sha256sum | cut -c1-16'
+    # The launcher's own function (sparkfleet-sglang config-hash), cut from its template
+    # and run by bash as the rendered script runs it ($0 is the script itself).
+    template = ROLES / "sglang_node" / "templates" / "sparkfleet-sglang.sh.j2"
+    function = re.search(r"^config_hash\(\) \{\n.*?^\}\n", template.read_text(), re.M | re.S)
+    script = (
+        f'set -euo pipefail; ENV_FILE=$1; shift; PATCH_FILES=("$@")\n{function.group(0)}config_hash'
+    )
     bash = subprocess.run(
-        ["bash", "-c", script, "-", *files], capture_output=True, text=True, check=True
+        ["bash", "-c", script, files[0], *files[1:]], capture_output=True, text=True, check=True
     )
     shas = [_converge.file_sha256(f) for f in files]
     assert _converge.launch_config_hash(shas) == bash.stdout.strip()
