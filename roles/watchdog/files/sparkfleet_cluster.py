@@ -683,6 +683,9 @@ class Watchdog:
         """One observation and its decision; returns an exit code to end the run, or None."""
         wd = self.wd
         now = self.clock.time()
+        # Given up or paused: the run reads the marker again every interval (no node is
+        # asked anything), so an operator's clear or resume is acted on within one
+        # interval, not at the next cron minute.
         if os.path.exists(self.gave_up):
             self.note(
                 state,
@@ -692,7 +695,7 @@ class Watchdog:
                 now,
             )
             self.save(state)
-            return 0
+            return None
         if os.path.exists(self.paused):
             self.note(
                 state,
@@ -701,7 +704,7 @@ class Watchdog:
                 now,
             )
             self.save(state)
-            return 0
+            return None
         with flocked(self.cfg["lock_file"]) as free:
             busy = not free
         if busy:
@@ -733,7 +736,7 @@ class Watchdog:
             return None
         if verdict == "give-up":
             self.give_up(state, f"{reason}: {why}", now)
-            return 0
+            return None
         first = state["bad"]["first"]
         incident = self.evidence(kind, reason, obs, now)
         self.decide(
@@ -758,7 +761,7 @@ class Watchdog:
         state.pop("bad", None)
         if rc == EX_REFUSED:
             self.give_up(state, f"a launcher refused to start: {msg}", done)
-            return 0
+            return None
         if rc == EX_UNREACHABLE:
             # Not a refusal and not counted towards the give-up bound: the next
             # observations see the node unreachable and wait for it.

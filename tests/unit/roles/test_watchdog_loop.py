@@ -453,6 +453,38 @@ def test_paused_leaves_a_crash_alone(rig):
     assert rig.state()["last_observation"]["kind"] == "paused"
 
 
+def test_a_resume_is_acted_on_within_an_interval(rig):
+    (rig.tmp / "state").mkdir()
+    (rig.tmp / "state" / "paused").write_text("maintenance\n")
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    rig.clock.at(22, lambda: (rig.tmp / "state" / "paused").unlink())
+    rig.cron(1)
+    (restart,) = rig.state()["restarts"]
+    # The paused run read the marker on: the crash was confirmed and restarted in the same
+    # cron minute, within two intervals of the resume, not at the next cron run.
+    assert T0 + 22 <= restart["detected_at"] <= T0 + 22 + 10
+    assert restart["time"] <= T0 + 22 + 10 + 2
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    assert len(rig.lines("observed paused")) == 1
+
+
+def test_a_clear_after_a_give_up_is_acted_on_in_the_same_run(rig):
+    rig.world.refuse["spark-4"] = "enp1s0f0np0 MTU is 1500, below 9000"
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+
+    def fixed_and_cleared():
+        rig.world.refuse.clear()
+        rig.dog.clear("operator")
+
+    rig.clock.at(30, fixed_and_cleared)
+    rig.cron(1)
+    assert not rig.gave_up()
+    (restart,) = rig.state()["restarts"]
+    assert T0 + 30 <= restart["time"] <= T0 + 30 + 10 + 2
+    assert restart["rc"] == 0
+    assert len(rig.lines("GAVE UP")) == 1
+
+
 def test_a_busy_lock_holds_observation(rig):
     rig.clock.at(5, lambda: rig.world.kill("spark-1"))
     with wd.flocked(rig.dog.cfg["lock_file"]) as got:
