@@ -457,7 +457,7 @@ def test_a_resume_is_acted_on_within_an_interval(rig):
     (rig.tmp / "state").mkdir()
     (rig.tmp / "state" / "paused").write_text("maintenance\n")
     rig.clock.at(5, lambda: rig.world.kill("spark-1"))
-    rig.clock.at(22, lambda: (rig.tmp / "state" / "paused").unlink())
+    rig.clock.at(22, (rig.tmp / "state" / "paused").unlink)
     rig.cron(1)
     (restart,) = rig.state()["restarts"]
     # The paused run read the marker on: the crash was confirmed and restarted in the same
