@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 import os
+from collections.abc import Mapping
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import defaults
 
@@ -17,14 +17,27 @@ class ProfileError(ValueError):
     """A preset chain the collection does not accept."""
 
 
+def plain(value):
+    """A copy of ``value`` made of plain dicts and lists.
+
+    Not ``copy.deepcopy``: inside a filter the values are Ansible's lazy containers, whose
+    deep copy templates every element again (it was most of a no-change run's profile cost).
+    """
+    if isinstance(value, Mapping):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
 def merge(base, override):
     """``override`` over ``base``: dicts merge key by key, everything else replaces."""
-    out = copy.deepcopy(base)
+    out = plain(base)
     for key, value in (override or {}).items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
             out[key] = merge(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = plain(value)
     return out
 
 
