@@ -21,6 +21,8 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._converge impor
 )
 from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import CLUSTER_VARS
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 # plugins/filter/converge.py -> the collection's root.
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +44,8 @@ def _split(item):
 def _inputs(item):
     role, entry = _split(item)
     with open(os.path.join(_role_dir(role), "meta", "argument_specs.yml"), encoding="utf-8") as f:
-        specs = (yaml.safe_load(f) or {}).get("argument_specs") or {}
+        # libyaml when the controller has it: every forked worker parses these files again.
+        specs = (yaml.load(f, Loader=_LOADER) or {}).get("argument_specs") or {}
     if entry is not None and entry not in specs:
         raise AnsibleFilterError(f"converge: role {role} has no entry point {entry!r}")
     names = set()

@@ -26,8 +26,8 @@ def test_limit_is_refused_in_the_first_play_before_any_node_is_reached(playbook,
     assert "fix: run without --limit" in output
     # Refused in the first play: no host was contacted, no later play started.
     assert "UNREACHABLE" not in output
-    assert "Check every node (read-only)" not in output
-    assert "Configure the RoCE data plane" not in output
+    assert "PLAY [Converge every node" not in output
+    assert "sparkfleet.serving.converge :" not in output
 
 
 @pytest.mark.parametrize("playbook", ["playbooks/validate.yml"])

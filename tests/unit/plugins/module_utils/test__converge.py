@@ -249,9 +249,16 @@ def test_every_stages_engine_fields_are_profile_fields():
 
     fields = set(defaults())
     declared = {}
+
+    def tasks(items):
+        for task in items or []:
+            yield task or {}
+            for section in ("block", "rescue", "always"):
+                yield from tasks((task or {}).get(section))
+
     for path in sorted(ROLES.glob("*/tasks/*.yml")):
-        for task in yaml.safe_load(path.read_text()) or []:
-            names = ((task or {}).get("vars") or {}).get("converge_engine_fields")
+        for task in tasks(yaml.safe_load(path.read_text())):
+            names = (task.get("vars") or {}).get("converge_engine_fields")
             if names is not None:
                 declared[task["vars"]["converge_stage"]] = names
     # A misspelt field would silently leave its stage out of a change that concerns it.
