@@ -15,7 +15,7 @@ S ?=
 # The 4-node twin's scenario and the 2-node twins' scenarios run in two lanes at once
 # (tools/lanes.sh); S=<scenario ...> runs the named ones one after another.
 QUAD := default
-PAIR := two_node patches canary ssh
+PAIR := two_node canary ssh
 
 .PHONY: help setup images demo demo-down status lint sanity unit profile-spec role-docs twin molecule checks test bench bench-engine clean
 
