@@ -565,9 +565,22 @@ class Cluster:
             return (EX_FAILED, "; ".join(failed)) if failed else (0, "stopped")
 
 
+def file_stamp(path):
+    """What tells a rewritten file from the one read earlier (inode, mtime, size); None if gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class Watchdog:
-    def __init__(self, cfg, log, cluster=None, clock=Clock):
+    def __init__(self, cfg, log, cluster=None, clock=Clock, config=None):
         self.cfg, self.log, self.clock = cfg, log, clock
+        # (path, stamp) of the cluster description this run was started with: when site.yml
+        # rewrites it (another profile, port, container name or node), this run ends rather
+        # than judge the new cluster by the old description.
+        self.config = config
         self.cluster = cluster or Cluster(cfg, Log(cfg["cluster_log"], "sparkfleet-cluster"), clock)
         wd = cfg["watchdog"]
         self.unreachable_s = wd.get("unreachable_s", 900)
@@ -655,6 +668,12 @@ class Watchdog:
                 return EX_BUSY
             start, started = self.clock.monotonic(), self.clock.time()
             while True:
+                if self.config is not None and file_stamp(self.config[0]) != self.config[1]:
+                    self.log(
+                        f"{self.config[0]} changed since this run started (site.yml); this run "
+                        "ends, the next one reads the new description"
+                    )
+                    return 0
                 # Read afresh each time: an operator's clear between two observations holds.
                 state = read_json(self.state_file, {})
                 rc = self.once(state)
@@ -868,10 +887,11 @@ def main(argv=None):
     if not argv or argv[0] not in ("cluster", "watchdog"):
         sys.stderr.write("usage: sparkfleet_cluster.py cluster|watchdog ARGS\n")
         return 2
+    stamp = file_stamp(CONFIG)
     with open(CONFIG, encoding="utf-8") as fh:
         cfg = json.load(fh)
     if argv[0] == "watchdog":
-        return watchdog_main(cfg, argv[1:])
+        return watchdog_main(cfg, argv[1:], (CONFIG, stamp))
     return cluster_main(cfg, argv[1:])
 
 
@@ -911,7 +931,7 @@ def cluster_main(cfg, argv):
     return rc
 
 
-def watchdog_main(cfg, argv):
+def watchdog_main(cfg, argv, config=None):
     parser = argparse.ArgumentParser(
         prog="sparkfleet-watchdog", description="Self-healing watchdog (cron)."
     )
@@ -923,7 +943,7 @@ def watchdog_main(cfg, argv):
     sub.add_parser("resume", help="remove the pause file")
     sub.add_parser("clear", help="clear a give-up and the restart history (after fixing the cause)")
     args = parser.parse_args(argv)
-    wd = Watchdog(cfg, Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog"))
+    wd = Watchdog(cfg, Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog"), config=config)
     if args.cmd == "run":
         return wd.run()
     if args.cmd == "status":

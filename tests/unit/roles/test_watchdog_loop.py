@@ -525,3 +525,31 @@ def test_an_operators_clear_during_a_run_holds(rig):
     rig.dog.clear("operator")
     assert rig.state()["cleared_at"] == rig.clock.now
     assert rig.state()["restarts"] == []
+
+
+def test_a_run_ends_when_site_yml_rewrites_the_cluster_description(rig):
+    # The run started with this description; site.yml renders a new one (another profile:
+    # port, container names) while the run observes. Judged by the old description the new
+    # cluster would look crashed; the run ends instead and the next cron run reads the new one.
+    config = rig.tmp / "cluster.json"
+    config.write_text('{"ranks": "old"}\n')
+    rig.dog.config = (str(config), wd.file_stamp(str(config)))
+
+    def rewrite():
+        new = rig.tmp / "cluster.json.new"
+        new.write_text('{"ranks": "new, another port"}\n')
+        new.replace(config)
+        rig.world.kill("spark-1")  # what the old description would have called a crash
+
+    rig.clock.at(25, rewrite)
+    start = rig.clock.now
+    assert rig.dog.run() == 0
+    assert rig.clock.now - start < 40
+    assert rig.world.starts == [] and rig.world.stops == []
+    assert len(rig.lines("changed since this run started")) == 1
+    # Unchanged, the same run observes its whole budget.
+    rig.dog.config = (str(config), wd.file_stamp(str(config)))
+    rig.world.state = dict.fromkeys(HOSTS, "running current")
+    start = rig.clock.now
+    assert rig.dog.run() == 0
+    assert rig.clock.now - start >= 50
