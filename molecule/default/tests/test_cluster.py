@@ -56,6 +56,8 @@ def expected_launch(rank):
     opts += [
         ("-d", None),
         ("--label", f"sparkfleet.rank={rank}"),
+        # the launcher that runs it (its start and stop remove only its own other ranks)
+        ("--label", "sparkfleet.launcher=/usr/local/sbin/sparkfleet-sglang"),
         ("--env-file", "/etc/sparkfleet/sglang.env"),
         # ... and docker's own copy of the log bounded.
         ("--log-opt", "max-size=100m"),

@@ -39,8 +39,9 @@ def test_resolve_reads_its_inputs_once_and_returns_plain_data():
     assert profile["tp_size"] == 2
     assert profile["container"]["memory"] == "4g"
     assert profile["container"]["volumes"] == ["/a:/a"]
-    assert profile["env"] == {"A": "1"} and type(profile["env"]) is dict
-    assert type(profile["container"]) is dict
+    assert profile["env"] == {"A": "1"}
+    assert not isinstance(profile["env"], LazyMapping) and isinstance(profile["env"], dict)
+    assert not isinstance(profile["container"], LazyMapping)
     # The result shares nothing with the inputs: changing it changes no input.
     profile["container"]["volumes"].append("/b:/b")
     profile["patches"][0]["file"] = "g"
