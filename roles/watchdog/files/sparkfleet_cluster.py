@@ -575,13 +575,20 @@ def file_stamp(path):
 
 
 class Watchdog:
-    def __init__(self, cfg, log, cluster=None, clock=Clock, config=None):
-        self.cfg, self.log, self.clock = cfg, log, clock
-        # (path, stamp) of the cluster description this run was started with: when site.yml
-        # rewrites it (another profile, port, container name or node), this run ends rather
-        # than judge the new cluster by the old description.
+    def __init__(self, cfg, log, cluster=None, clock=Clock, config=None, make_cluster=None):
+        self.log, self.clock = log, clock
+        # (path, stamp) of the cluster description in use: when site.yml rewrites it (another
+        # profile, port, node or bound), the run observes with the new one from its next
+        # observation on, never judging the new cluster by the old description.
         self.config = config
-        self.cluster = cluster or Cluster(cfg, Log(cfg["cluster_log"], "sparkfleet-cluster"), clock)
+        self.make_cluster = make_cluster or (
+            lambda c: Cluster(c, Log(c["cluster_log"], "sparkfleet-cluster"), clock)
+        )
+        self.configure(cfg, cluster)
+
+    def configure(self, cfg, cluster=None):
+        self.cfg = cfg
+        self.cluster = cluster or self.make_cluster(cfg)
         wd = cfg["watchdog"]
         self.unreachable_s = wd.get("unreachable_s", 900)
         self.wd = wd
@@ -668,11 +675,7 @@ class Watchdog:
                 return EX_BUSY
             start, started = self.clock.monotonic(), self.clock.time()
             while True:
-                if self.config is not None and file_stamp(self.config[0]) != self.config[1]:
-                    self.log(
-                        f"{self.config[0]} changed since this run started (site.yml); this run "
-                        "ends, the next one reads the new description"
-                    )
+                if not self.reload():
                     return 0
                 # Read afresh each time: an operator's clear between two observations holds.
                 state = read_json(self.state_file, {})
@@ -683,6 +686,27 @@ class Watchdog:
                 if not self.time_left(start, started, pause):
                     return 0
                 self.clock.sleep(pause)
+
+    def reload(self):
+        """Take up a rewritten cluster description; False when it cannot be read (the run ends)."""
+        if self.config is None:
+            return True
+        path, stamp = self.config
+        now = file_stamp(path)
+        if now == stamp:
+            return True
+        try:
+            with open(path, encoding="utf-8") as fh:
+                cfg = json.load(fh)
+            if not isinstance(cfg, dict) or not isinstance(cfg.get("watchdog"), dict):
+                raise ValueError("no watchdog settings in it")
+        except (OSError, ValueError) as exc:
+            self.log(f"{path} changed and cannot be read ({exc}); this run ends", "WARNING")
+            return False
+        self.config = (path, now)
+        self.configure(cfg)
+        self.log(f"{path} changed (site.yml): observing with the new description from now on")
+        return True
 
     def time_left(self, start, started, pause):
         """Is there budget for one more observation after pause?

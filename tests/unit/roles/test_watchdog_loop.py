@@ -527,29 +527,49 @@ def test_an_operators_clear_during_a_run_holds(rig):
     assert rig.state()["restarts"] == []
 
 
-def test_a_run_ends_when_site_yml_rewrites_the_cluster_description(rig):
-    # The run started with this description; site.yml renders a new one (another profile:
-    # port, container names) while the run observes. Judged by the old description the new
-    # cluster would look crashed; the run ends instead and the next cron run reads the new one.
+def test_a_run_takes_up_a_rewritten_cluster_description_at_its_next_observation(rig):
+    # site.yml renders a new description while a run observes (here: another interval and
+    # another bound). The run goes on with it: the next observation is made by a cluster built
+    # from the new description, and its settings hold from then on.
     config = rig.tmp / "cluster.json"
-    config.write_text('{"ranks": "old"}\n')
+    config.write_text(json.dumps(rig.dog.cfg))
     rig.dog.config = (str(config), wd.file_stamp(str(config)))
+    built = []
+
+    def make_cluster(cfg):
+        built.append((rig.clock.now, cfg))
+        return FakeCluster(cfg, rig.world, rig.clock)
+
+    rig.dog.make_cluster = make_cluster
+    new_cfg = json.loads(config.read_text())
+    new_cfg["watchdog"]["interval_s"] = 5
+    new_cfg["watchdog"]["unreachable_s"] = 120
 
     def rewrite():
-        new = rig.tmp / "cluster.json.new"
-        new.write_text('{"ranks": "new, another port"}\n')
-        new.replace(config)
-        rig.world.kill("spark-1")  # what the old description would have called a crash
+        tmp = rig.tmp / "cluster.json.new"
+        tmp.write_text(json.dumps(new_cfg))
+        tmp.replace(config)
 
     rig.clock.at(25, rewrite)
+    assert rig.dog.run() == 0
+    ((when, cfg),) = built
+    assert T0 + 25 <= when <= T0 + 25 + 10
+    assert cfg["watchdog"]["interval_s"] == 5
+    assert rig.dog.unreachable_s == 120 and rig.dog.wd["interval_s"] == 5
+    assert len(rig.lines("changed (site.yml): observing with the new description")) == 1
+    assert rig.world.starts == [] and rig.world.stops == []
+    # The same run observed on until its budget: last observation within 5 s of its end.
+    assert rig.clock.now - rig.state()["last_observation"]["time"] <= 5
+
+
+def test_a_rewritten_description_that_does_not_parse_ends_the_run(rig):
+    config = rig.tmp / "cluster.json"
+    config.write_text(json.dumps(rig.dog.cfg))
+    rig.dog.config = (str(config), wd.file_stamp(str(config)))
+    rig.clock.at(25, lambda: config.write_text('{"ranks": [half written'))
+    rig.clock.at(26, lambda: rig.world.kill("spark-1"))
     start = rig.clock.now
     assert rig.dog.run() == 0
     assert rig.clock.now - start < 40
-    assert rig.world.starts == [] and rig.world.stops == []
-    assert len(rig.lines("changed since this run started")) == 1
-    # Unchanged, the same run observes its whole budget.
-    rig.dog.config = (str(config), wd.file_stamp(str(config)))
-    rig.world.state = dict.fromkeys(HOSTS, "running current")
-    start = rig.clock.now
-    assert rig.dog.run() == 0
-    assert rig.clock.now - start >= 50
+    assert rig.world.starts == []
+    assert len(rig.lines("changed and cannot be read")) == 1
