@@ -22,7 +22,7 @@ TEMPLATE = (
     / "sparkfleet-sglang.sh.j2"
 )
 
-# docker container inspect --format '<state> <label>' NAME, as docker 20-27 answer it.
+# docker container inspect --format "<state> <label>" NAME, as the docker CLI answers it here.
 FAKE_DOCKER = """#!/bin/bash
 [[ "$1 $2" == "container inspect" ]] || exit 2
 case "${FAKE_STATE:-absent}" in
