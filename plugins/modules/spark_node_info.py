@@ -348,8 +348,13 @@ def main():
         )
     if p["weights"] and not p["weights_store"]:
         module.fail_json(msg="weights needs weights_store")
-    if any(not isinstance(w, dict) or "repo" not in w or "commit" not in w for w in p["weights"]):
-        module.fail_json(msg="each weights entry needs repo and commit")
+    if any(
+        not isinstance(w, dict)
+        or not isinstance(w.get("repo"), str)
+        or not isinstance(w.get("commit"), str)
+        for w in p["weights"]
+    ):
+        module.fail_json(msg="each weights entry needs repo and commit (strings)")
     start = time.monotonic()
     result = dict(
         changed=False,

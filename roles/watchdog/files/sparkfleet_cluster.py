@@ -12,13 +12,14 @@ wrappers that run it as `python3 sparkfleet_cluster.py cluster|watchdog ARGS`:
       bring-up of site.yml, restart.yml and the watchdog all call it. Workers are
       reached over SSH with a key that can run only their launcher's verbs.
 
-  sparkfleet-watchdog run|status|pause|resume|clear
+  sparkfleet-watchdog run|status|pause|resume|hold|release|clear
       Run by cron every minute; observes the cluster several times inside its
       minute and restarts it (through the code above) after two consecutive bad
       observations: a crashed rank (container missing or exited), or a head that
       is up but has not answered /health for longer than the grace period (a
-      wedge). A healthy or booting cluster, a deliberate stop, a paused watchdog
-      or a cluster operation in progress is left alone. So is a cluster with a
+      wedge). A healthy or booting cluster, a deliberate stop, a paused watchdog,
+      a hold (site.yml changing the cluster; it ends by itself) or a cluster
+      operation in progress is left alone. So is a cluster with a
       node that does not answer (a reboot, a cut cable): it waits until every
       node answers again, then restarts what is gone; a node gone longer than a
       bound is reported, never given up on. A run keeps observing after a
@@ -594,6 +595,7 @@ class Watchdog:
         self.wd = wd
         self.state_file = os.path.join(wd["state_dir"], "state.json")
         self.paused = os.path.join(wd["state_dir"], "paused")
+        self.held = os.path.join(wd["state_dir"], "held")
         self.gave_up = os.path.join(wd["state_dir"], "gave-up")
 
     def observe(self):
@@ -748,6 +750,21 @@ class Watchdog:
             )
             self.save(state)
             return None
+        hold = self.hold(now)
+        if hold:
+            # What was bad before the hold is not counted on after it: the run that
+            # held the watchdog changed the cluster meanwhile.
+            state.pop("bad", None)
+            self.note(
+                state,
+                "held",
+                f"held by {hold['by']} until {iso(hold['until'])}: {hold['reason']}; "
+                "ends then by itself, or with: sparkfleet-watchdog release",
+                now,
+                key=f"{hold['by']}: {hold['reason']}",
+            )
+            self.save(state)
+            return None
         with flocked(self.cfg["lock_file"]) as free:
             busy = not free
         if busy:
@@ -878,6 +895,60 @@ class Watchdog:
         self.save(state)
         self.log(f"{'give-up and ' if had else ''}restart history cleared by {who}")
 
+    def hold(self, now, settle=True):
+        """The hold in force (a dict), or None; one that has ended is removed and logged.
+
+        A hold is what a run that changes the cluster (site.yml) takes before its first
+        change and releases after its bring-up: the watchdog would otherwise judge a
+        cluster half-way through a change (containers renamed, launch rendered but not
+        started). It carries its own end, so a run killed half-way holds nothing for long.
+        """
+        hold = read_json(self.held, None)
+        if hold is None and not os.path.exists(self.held):
+            return None
+        if isinstance(hold, dict) and isinstance(hold.get("until"), (int, float)):
+            if now < hold["until"]:
+                return {
+                    "by": hold.get("by", "?"),
+                    "reason": hold.get("reason", ""),
+                    "until": hold["until"],
+                }
+            why = "held by {} ({}) until {}: ended without a release".format(
+                hold.get("by", "?"), hold.get("reason", ""), iso(hold["until"])
+            )
+        else:
+            why = f"{self.held} is not a hold this program wrote"
+        if not settle:
+            return None
+        self.log(f"{why}; observing again", "WARNING")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.held)
+        return None
+
+    def take_hold(self, seconds, who, reason):
+        """Hold every action for `seconds` from now (written whole, then renamed)."""
+        now = self.clock.time()
+        before = self.hold(now, settle=False)
+        os.makedirs(self.wd["state_dir"], mode=0o755, exist_ok=True)
+        hold = {"until": now + seconds, "at": iso(now), "by": who, "reason": reason}
+        tmp = self.held + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(hold, fh)
+        os.replace(tmp, self.held)
+        # Logged when taken, not at every renewal of the same hold.
+        if not before or (before["by"], before["reason"]) != (who, reason):
+            self.log(f"held by {who} for {seconds} s: {reason}")
+
+    def release(self, who):
+        hold = read_json(self.held, None)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.held)
+            self.log(
+                "hold released by {}{}".format(
+                    who, f" ({hold.get('reason', '')})" if isinstance(hold, dict) else ""
+                )
+            )
+
     def summary(self):
         state = read_json(self.state_file, {})
         now = self.clock.time()
@@ -889,6 +960,7 @@ class Watchdog:
             "unreachable_past_bound": sorted(h for h, e in lost.items() if e.get("past_bound")),
             "unreachable_s": self.unreachable_s,
             "paused": _first_line(self.paused) if os.path.exists(self.paused) else None,
+            "held": self.hold(now, settle=False),
             "gave_up": _first_line(self.gave_up) if os.path.exists(self.gave_up) else None,
             "last_observation": state.get("last_observation"),
             "last_decision": state.get("last_decision"),
@@ -965,6 +1037,12 @@ def watchdog_main(cfg, argv, config=None):
     pause = sub.add_parser("pause", help="hold every action until resume")
     pause.add_argument("reason", nargs="*")
     sub.add_parser("resume", help="remove the pause file")
+    hold = sub.add_parser(
+        "hold", help="hold every action for SECONDS (a run changing the cluster); ends by itself"
+    )
+    hold.add_argument("seconds", type=int)
+    hold.add_argument("reason", nargs="*")
+    sub.add_parser("release", help="end a hold")
     sub.add_parser("clear", help="clear a give-up and the restart history (after fixing the cause)")
     args = parser.parse_args(argv)
     wd = Watchdog(cfg, Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog"), config=config)
@@ -981,6 +1059,12 @@ def watchdog_main(cfg, argv, config=None):
                 "{} by {}: {}\n".format(iso(Clock.time()), who, " ".join(args.reason) or "operator")
             )
         wd.log("paused by {}: {}".format(who, " ".join(args.reason) or "operator"))
+    elif args.cmd == "hold":
+        if args.seconds <= 0:
+            parser.error("hold: SECONDS must be positive")
+        wd.take_hold(args.seconds, who, " ".join(args.reason) or "operator")
+    elif args.cmd == "release":
+        wd.release(who)
     elif args.cmd == "resume":
         if os.path.exists(wd.paused):
             os.unlink(wd.paused)

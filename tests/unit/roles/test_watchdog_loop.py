@@ -573,3 +573,63 @@ def test_a_rewritten_description_that_does_not_parse_ends_the_run(rig):
     assert rig.clock.now - start < 40
     assert rig.world.starts == []
     assert len(rig.lines("changed and cannot be read")) == 1
+
+
+def test_a_hold_leaves_a_crash_alone_until_its_release(rig):
+    # site.yml holds the watchdog before its first change and releases it after its
+    # bring-up: a cluster half-way through a change is not judged, a crash after is.
+    rig.dog.take_hold(1800, "site.yml", "converge run on ansible-host")
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    assert rig.cron(2) == [0, 0]
+    assert rig.world.starts == []
+    state = rig.state()
+    assert state["last_observation"]["kind"] == "held"
+    assert "bad" not in state
+    assert rig.dog.summary()["held"]["by"] == "site.yml"
+    # renewed (the next stage that changes something): logged once, not once per renewal
+    rig.dog.take_hold(1800, "site.yml", "converge run on ansible-host")
+    rig.cron(1)
+    assert len(rig.lines("observed held")) == 1
+    assert len(rig.lines("held by site.yml for 1800 s")) == 1
+    rig.dog.release("site.yml")
+    assert rig.dog.summary()["held"] is None
+    rig.cron(1)
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    assert len(rig.lines("hold released by site.yml")) == 1
+
+
+def test_a_hold_left_by_a_killed_run_ends_by_itself(rig):
+    rig.dog.take_hold(90, "site.yml", "converge run")
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    rig.cron(1)
+    assert rig.world.starts == []
+    # the summary reads it without ending it
+    assert rig.dog.summary()["held"]["until"] == T0 + 90
+    rig.cron(1)  # the hold ends at 90 s: observed and restarted in the same minute
+    (restart,) = rig.state()["restarts"]
+    assert T0 + 90 <= restart["detected_at"] <= T0 + 90 + 10
+    assert not (rig.tmp / "state" / "held").exists()
+    assert len(rig.lines("ended without a release; observing again")) == 1
+
+
+def test_a_hold_file_it_did_not_write_is_removed_not_obeyed(rig):
+    (rig.tmp / "state").mkdir()
+    (rig.tmp / "state" / "held").write_text("forever\n")
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    rig.cron(1)
+    assert len(rig.state()["restarts"]) == 1
+    assert len(rig.lines("is not a hold this program wrote")) == 1
+
+
+def test_the_hold_and_release_commands(rig, monkeypatch):
+    cfg = rig.dog.cfg
+    monkeypatch.setattr(wd.Clock, "time", staticmethod(lambda: T0))
+    monkeypatch.setenv("SUDO_USER", "ops")
+    assert wd.watchdog_main(cfg, ["hold", "600", "site.yml", "converge"]) == 0
+    held = json.loads((rig.tmp / "state" / "held").read_text())
+    assert held["by"] == "ops" and held["reason"] == "site.yml converge"
+    assert held["until"] == T0 + 600
+    assert wd.watchdog_main(cfg, ["release"]) == 0
+    assert not (rig.tmp / "state" / "held").exists()
+    with pytest.raises(SystemExit):
+        wd.watchdog_main(cfg, ["hold", "0"])

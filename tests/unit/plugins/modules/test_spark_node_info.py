@@ -190,6 +190,16 @@ def test_bad_ping_size_fails(node):
     assert run({"mtu": 20, "peers": ["10.0.30.2"]})["failed"] is True
 
 
+def test_a_weights_entry_without_a_pinned_commit_is_refused_not_a_crash(node, tmp_path):
+    # A profile without model_revision: the plan's item has commit None (site.yml does not
+    # pass such a plan; the module refuses it with its own message, not a TypeError).
+    result = run(
+        {"weights": [{"repo": "org/model", "commit": None}], "weights_store": str(tmp_path)}
+    )
+    assert result["failed"] is True
+    assert result["msg"] == "each weights entry needs repo and commit (strings)"
+
+
 @pytest.mark.parametrize(
     ("rc", "out", "err", "expected"),
     [
