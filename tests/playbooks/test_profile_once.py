@@ -14,7 +14,8 @@ import os
 
 from test_validate import REPO, run_playbook
 
-RESOLVE = "Resolve the engine profile (its base, the preset, then sglang_profile_overrides)"
+# The include of the resolution: skipped as a whole when the inputs are the same.
+RESOLVE = "Resolve the engine profile unless this run already did for the same inputs"
 
 PLAYBOOK = """
 - name: First play
