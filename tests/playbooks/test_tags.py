@@ -29,7 +29,10 @@ GID_FACT = "roce : Publish the data plane from the probe's reading of the GID ta
 PATCH = "sglang_patches : Extract, patch and expose the files"
 RENDER = "sglang_node : Derive this rank's launch inputs"
 BRINGUP = "Restart in order where needed, then wait for health and smoke"
-WEIGHTS = "model_weights : Stage the weights (plan, staged revisions, download or repair, publish, record)"
+WEIGHTS = (
+    "model_weights : Stage the weights"
+    " (plan, staged revisions, download or repair, publish, record)"
+)
 
 
 @pytest.fixture(scope="module")
