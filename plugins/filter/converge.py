@@ -41,11 +41,16 @@ def _split(item):
 
 
 @functools.lru_cache(maxsize=None)
+def _specs(role):
+    with open(os.path.join(_role_dir(role), "meta", "argument_specs.yml"), encoding="utf-8") as f:
+        # libyaml when the controller has it (a worker that finds no warm cache parses them).
+        return (yaml.load(f, Loader=_LOADER) or {}).get("argument_specs") or {}
+
+
+@functools.lru_cache(maxsize=None)
 def _inputs(item):
     role, entry = _split(item)
-    with open(os.path.join(_role_dir(role), "meta", "argument_specs.yml"), encoding="utf-8") as f:
-        # libyaml when the controller has it: every forked worker parses these files again.
-        specs = (yaml.load(f, Loader=_LOADER) or {}).get("argument_specs") or {}
+    specs = _specs(role)
     if entry is not None and entry not in specs:
         raise AnsibleFilterError(f"converge: role {role} has no entry point {entry!r}")
     names = set()
@@ -76,6 +81,21 @@ def converge_digest(values, roles):
     trees = [_tree(_role_dir(_split(role)[0])) for role in roles]
     trees.append(_tree(os.path.join(COLLECTION, "plugins")))
     return digest(values, trees)
+
+
+def warm():
+    """Read every role's argument specs and digest every role's files and the plugins now.
+
+    Called by the controller's main process (filter preload) before any worker forks: each
+    stage's decision in each worker then finds them in these caches instead of reading and
+    hashing the files again, once per stage and host."""
+    roles = os.path.join(COLLECTION, "roles")
+    for role in sorted(os.listdir(roles)):
+        if os.path.isfile(os.path.join(roles, role, "meta", "argument_specs.yml")):
+            for entry in _specs(role):
+                _inputs(f"{role}:{entry}")
+            _tree(_role_dir(role))
+    _tree(os.path.join(COLLECTION, "plugins"))
 
 
 def converge_cluster_view(nodes, names):
