@@ -356,21 +356,32 @@ def main():
     ):
         module.fail_json(msg="each weights entry needs repo and commit (strings)")
     start = time.monotonic()
-    result = dict(
-        changed=False,
-        nics=_nics(module, p["nics"]),
-        paths={path: path_record(path) for path in p["paths"]},
-        json_files={path: json_record(path) for path in p["json_files"]},
-        images=_docker(module, "image", p["images"]),
-        containers=_docker(module, "container", p["containers"]),
-        disk_free={path: disk_record(path) for path in p["disk_free"]},
-        stamps=_stamps(p["stamps"]),
-        weights={
-            f"{w['repo']}@{w['commit']}": weights_record(p["weights_store"], w["repo"], w["commit"])
-            for w in p["weights"]
-        },
-        peers=_pings(module, p["peers"], size, p["ping_timeout"], p["ping_count"]),
-    )
+    # The commands (ip, docker, the pings) wait on other processes: they run side by side
+    # while this one reads the files.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        nics = pool.submit(_nics, module, p["nics"])
+        images = pool.submit(_docker, module, "image", p["images"])
+        containers = pool.submit(_docker, module, "container", p["containers"])
+        peers = pool.submit(_pings, module, p["peers"], size, p["ping_timeout"], p["ping_count"])
+        result = dict(
+            changed=False,
+            paths={path: path_record(path) for path in p["paths"]},
+            json_files={path: json_record(path) for path in p["json_files"]},
+            disk_free={path: disk_record(path) for path in p["disk_free"]},
+            stamps=_stamps(p["stamps"]),
+            weights={
+                f"{w['repo']}@{w['commit']}": weights_record(
+                    p["weights_store"], w["repo"], w["commit"]
+                )
+                for w in p["weights"]
+            },
+        )
+        result.update(
+            nics=nics.result(),
+            images=images.result(),
+            containers=containers.result(),
+            peers=peers.result(),
+        )
     if p["gid"]:
         g = p["gid"]
         result["gid"] = gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"])
