@@ -258,9 +258,9 @@ def test_every_stages_engine_fields_are_profile_fields():
 
     for path in sorted(ROLES.glob("*/tasks/*.yml")):
         for task in tasks(yaml.safe_load(path.read_text())):
-            names = (task.get("vars") or {}).get("converge_engine_fields")
-            if names is not None:
-                declared[task["vars"]["converge_stage"]] = names
+            args = task.get("sparkfleet.serving.converge_decide") or {}
+            if args.get("engine_fields") is not None:
+                declared[args["stage"]] = args["engine_fields"]
     # A misspelt field would silently leave its stage out of a change that concerns it.
     assert set(declared) == {"weights", "patches", "control", "watchdog"}
     for stage, names in declared.items():
