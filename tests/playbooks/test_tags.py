@@ -25,7 +25,10 @@ HOST_CHECKS = "Run the host checks"
 PROBE = "Read every node's state in one call"
 MTU_LIVE = "roce : Configure the data plane (MTU, address, jumbo pings, GID)"
 GID = "Compare the data plane with what the node holds"
-GID_FACT = "roce : Publish the data plane from the probe's reading of the GID table"
+# The probe's GID row published (publish.yml, imported: its own task is listed).
+GID_FACT = (
+    "roce : Publish the node's data plane and its GID for the launch, status and the watchdog"
+)
 PATCH = "sglang_patches : Extract, patch and expose the files"
 RENDER = "sglang_node : Derive this rank's launch inputs"
 BRINGUP = "Restart in order where needed, then wait for health and smoke"
