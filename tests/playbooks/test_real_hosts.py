@@ -13,7 +13,7 @@ from test_validate import REPO, mutate, run_playbook, run_validate, write_invent
 
 
 @pytest.mark.parametrize("playbook", ["site.yml", "playbooks/site.yml", "playbooks/restart.yml"])
-def test_limit_is_refused_in_the_first_play_before_any_node_is_reached(playbook, tmp_path):
+def test_limit_is_refused_by_the_inventory_checks_before_any_node_is_reached(playbook, tmp_path):
     hosts, group, host_extra = mutate()
     write_inventory(str(tmp_path), hosts, group, host_extra)
     result = run_playbook(str(tmp_path), os.path.join(REPO, playbook), "--limit", "spark-2,spark-3")
@@ -24,10 +24,11 @@ def test_limit_is_refused_in_the_first_play_before_any_node_is_reached(playbook,
         in output
     )
     assert "fix: run without --limit" in output
-    # Refused in the first play: no host was contacted, no later play started.
+    # Refused by the inventory checks: no host was contacted, no step after them ran (the
+    # probe is the first that reaches a node).
     assert "UNREACHABLE" not in output
-    assert "PLAY [Converge every node" not in output
     assert "sparkfleet.serving.converge :" not in output
+    assert "Run the host checks" not in output
 
 
 @pytest.mark.parametrize("playbook", ["playbooks/validate.yml"])

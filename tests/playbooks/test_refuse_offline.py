@@ -3,7 +3,7 @@
 Each inventory below has one mistake that used to pass playbooks/validate.yml (exit 0),
 and that site.yml then met only after the roce stage had changed MTU and netplan on every
 node, or never (a misspelt variable is ignored). Now validate.yml fails naming the host,
-the variable and the fix, and site.yml fails in its first plays, before any task on a
+the variable and the fix, and site.yml fails in its inventory checks, before any task on a
 node: the hosts are in TEST-NET-3 with a 1 s ssh timeout (the harness of
 test_validate.py), so a task that tried to reach one would show as unreachable, and the
 run's JSON record lists every play that started.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 
 import pytest
 import yaml
@@ -25,6 +26,32 @@ FIRST_PLAYS = {
     "Find the cluster's nodes in the inventory (offline)",
     "Check the inventory before touching any node",
 }
+ROLES = os.path.join(REPO, "roles")
+# The inventory checks' own tasks (they run on the controller; site.yml runs them first in
+# its stage play, validate.yml in a play of their own): every other task may touch a node.
+CHECK_FILES = ("preflight/tasks/main.yml", "sglang/tasks/main.yml", "sglang/tasks/resolve.yml")
+
+
+def _task_names(items):
+    for task in items or []:
+        if task.get("name"):
+            yield task["name"]
+        for section in ("block", "rescue", "always"):
+            yield from _task_names(task.get(section))
+
+
+CHECK_TASKS = {
+    name
+    for path in CHECK_FILES
+    for name in _task_names(yaml.safe_load(pathlib.Path(ROLES, path).read_text(encoding="utf-8")))
+}
+
+
+def _is_check(task_name):
+    name = task_name.split(" : ", 1)[-1]
+    return name in CHECK_TASKS or name.startswith("Validating arguments against arg spec")
+
+
 HOSTS = ("spark-1", "spark-2", "spark-3", "spark-4")
 
 
@@ -163,15 +190,18 @@ def _plays_and_stats(result):
         if host != "localhost"
         and not res.get("skipped")
         and play["play"]["name"] not in FIRST_PLAYS
+        and not _is_check(task["task"]["name"])
     ]
     return plays, ran_on_nodes, report["stats"], json.dumps(report)
 
 
-# site.yml runs the same first plays as validate.yml (nodes.yml, then the preflight role),
+# site.yml runs the same checks first as validate.yml (nodes.yml, then the preflight role),
 # on which test_validate_refuses_offline_naming_host_variable_and_fix runs every case: three
 # kinds of refusal (a file that does not parse, the group misnamed, an undeclared variable)
 # show here that site.yml stops there too, before any play that touches a node.
 SITE_CASES = ("hosts.yml does not parse", "spark_nodes misnamed", "misspelt cluster variable")
+with open(os.path.join(REPO, "playbooks", "site.yml"), encoding="utf-8") as _handle:
+    STAGE_PLAY = yaml.safe_load(_handle)[1]["name"]
 
 
 def test_site_and_validate_share_their_first_plays():
@@ -181,7 +211,10 @@ def test_site_and_validate_share_their_first_plays():
         validate = yaml.safe_load(handle)
     assert site[0]["ansible.builtin.import_playbook"] == "nodes.yml"
     assert validate[0]["ansible.builtin.import_playbook"] == "nodes.yml"
-    assert [r["role"] for r in site[1]["roles"]] == ["sparkfleet.serving.preflight"]
+    # site.yml's stage play starts with the same role validate.yml's play runs.
+    first_step = site[1]["tasks"][0]["block"][0]
+    assert first_step["ansible.builtin.import_role"]["name"] == "sparkfleet.serving.preflight"
+    assert first_step["tags"] == ["always"]
     assert [r["role"] for r in validate[1]["roles"]] == ["sparkfleet.serving.preflight"]
     assert set(SITE_CASES) <= set(REFUSED)
 
@@ -196,8 +229,9 @@ def test_site_yml_on_a_refused_inventory_stops_in_its_first_play(case, tmp_path)
     )
     assert result.returncode != 0, result.stdout[-2000:] + result.stderr
     plays, ran_on_nodes, stats, record = _plays_and_stats(result)
-    # Refused before any play that touches a node started, and no task reached one.
-    assert set(plays) <= FIRST_PLAYS, plays
+    # Refused by the inventory checks (the first play, or the first step of the stage
+    # play), and no task reached a node.
+    assert set(plays) <= FIRST_PLAYS | {STAGE_PLAY}, plays
     assert ran_on_nodes == []
     assert all(s["unreachable"] == 0 and s["changed"] == 0 for s in stats.values()), stats
     assert sum(s["failures"] for s in stats.values()) == 1, stats
