@@ -24,17 +24,54 @@ from ansible_collections.sparkfleet.serving.plugins.filter.converge import (
     converge_cluster_view,
     converge_digest,
     converge_inputs,
+    converge_live,
     converge_reasons,
 )
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import plain
 
-STAGES = ("roce", "weights", "patches", "launch", "control", "watchdog")
 UNDEFINED = "(undefined)"
 
+# Each stage: the role entry points whose argument specs and files make its digest, the
+# fields of the resolved profile it reads (None: every field), its live check
+# (module_utils/_converge.LIVE), whether it acts across nodes, and the facts it reads that
+# an earlier stage publishes (a stage not entered publishes what it recorded).
+STAGES = {
+    "roce": dict(roles=("roce:main",), live="roce"),
+    "weights": dict(
+        roles=("model_weights:main",),
+        # What model_weights_plan and the prechecks read of the profile (a flag is not ours).
+        engine_fields=(
+            "container",
+            "model_path",
+            "model_repo",
+            "model_revision",
+            "chat_template",
+            "speculative",
+            "hf_endpoint",
+            "hf_disable_xet",
+        ),
+        live="weights",
+        across=True,
+        enabled="model_weights_enabled",
+    ),
+    # The image and what is patched into it (the clamp reads min_new_tokens).
+    "patches": dict(
+        roles=("sglang_patches:main",),
+        engine_fields=("image", "sglang_version", "patches", "min_new_tokens"),
+        live="image",
+        across=True,
+    ),
+    "launch": dict(
+        roles=("sglang_node:main",),
+        published={"roce_node": "roce", "sglang_patches_node": "patches"},
+    ),
+    # The cluster description names the head's engine container, nothing else of the profile.
+    "control": dict(roles=("watchdog:control",), engine_fields=("container_name",), across=True),
+    "watchdog": dict(roles=("watchdog:main",), engine_fields=("container_name",)),
+}
+
 ARGUMENT_SPEC = dict(
-    stage=dict(type="str", required=True, choices=list(STAGES)),
-    roles=dict(type="list", elements="str"),
-    engine_fields=dict(type="list", elements="str"),
+    stage=dict(type="str", required=True, choices=[*STAGES, "all"]),
     live=dict(type="list", elements="str", default=[]),
     across=dict(type="bool", default=False),
 )
@@ -52,6 +89,8 @@ class ActionModule(ActionBase):
         stage = args["stage"]
         probe = self._value(task_vars, "converge_node", None)
         skip = boolean(self._value(task_vars, "converge_skip", True), strict=False)
+        if stage == "all":
+            return self._all(result, task_vars, probe, skip)
         facts = {
             name: dict(self._value(task_vars, name, None) or {})
             for name in ("converge_digests", "converge_reasons", "converge_run")
@@ -59,20 +98,100 @@ class ActionModule(ActionBase):
         if args["across"]:
             differs = self._any_node_differs(task_vars, stage)
         else:
-            if not args["roles"]:
-                raise AnsibleActionFail("converge_decide: roles is required (unless across)")
             differs = False
             # A play without the probe (the canary rendering its candidates) enters the stage.
             if probe is not None:
-                digest = converge_digest(self._values(task_vars, args), args["roles"])
-                stamp = "{}/{}.json".format(self._value(task_vars, "converge_dir", None), stage)
-                reasons = converge_reasons(probe, stamp, stage, digest) + list(args["live"])
+                digest, reasons = self._decide(task_vars, probe, stage)
                 facts["converge_digests"][stage] = digest
-                facts["converge_reasons"][stage] = reasons
-                differs = bool(reasons)
+                facts["converge_reasons"][stage] = reasons + list(args["live"])
+                differs = bool(facts["converge_reasons"][stage])
         facts["converge_run"][stage] = (not skip) or probe is None or differs
         # The values include secrets (the token, the API key): only their digest is returned.
         result.update(changed=False, ansible_facts=facts)
+        return result
+
+    def _decide(self, task_vars, probe, stage, published=None):
+        """The stage's digest and why it must run on this node ([] when it need not).
+
+        ``published``: what earlier stages publish when they are not entered (their recorded
+        outputs), for a decision taken before they ran."""
+        table = STAGES[stage]
+        values = self._values(task_vars, table["roles"], table.get("engine_fields"))
+        for name in table.get("published", {}) if published is not None else ():
+            values[name] = published.get(name, UNDEFINED)
+        digest = converge_digest(values, list(table["roles"]))
+        stamp = "{}/{}.json".format(self._value(task_vars, "converge_dir", None), stage)
+        reasons = converge_reasons(probe, stamp, stage, digest)
+        if table.get("live"):
+            reasons += converge_live(probe, table["live"], self._live_want(task_vars, stage))
+        return digest, reasons
+
+    def _live_want(self, task_vars, stage):
+        """What a stage's live check compares the probe with (its inputs and its record)."""
+        recorded = self._value(task_vars, "converge_recorded", None) or {}
+        if stage == "roce":
+            subnet = str(self._value(task_vars, "roce_subnet", "/"))
+            return {
+                "iface": self._value(task_vars, "roce_iface", None),
+                "mtu": int(self._value(task_vars, "roce_mtu", 0)),
+                "address": "{}/{}".format(
+                    self._value(task_vars, "roce_ipv4", None), subnet.rsplit("/", maxsplit=1)[-1]
+                ),
+                "recorded": (recorded.get("roce") or {}).get("roce_node"),
+            }
+        if stage == "patches":
+            engine = self._value(task_vars, "sglang_engine", None) or {}
+            node = (recorded.get("patches") or {}).get("sglang_patches_node") or {}
+            return {"image": engine.get("image"), "image_id": node.get("image_id") or ""}
+        return {}
+
+    def _all(self, result, task_vars, probe, skip):
+        """Every stage at once, before any ran: is there nothing to do on this node?
+
+        Each later stage's inputs that an earlier one publishes are taken as recorded (what a
+        stage that is not entered publishes); a rank must run the configuration its launch
+        recorded, and no restart may be asked for. ``converge_quiet`` is the answer; a node
+        that is not quiet goes through the stages one by one, which decide again."""
+        reasons = {}
+        if not skip or probe is None:
+            reasons["all"] = ["converge_skip is off" if not skip else "no probe in this play"]
+        else:
+            recorded = self._value(task_vars, "converge_recorded", None) or {}
+            published = {}
+            for table in STAGES.values():
+                for name, origin in table.get("published", {}).items():
+                    published[name] = (recorded.get(origin) or {}).get(name, UNDEFINED)
+            for stage, table in STAGES.items():
+                enabled = table.get("enabled")
+                if enabled and not boolean(self._value(task_vars, enabled, True), strict=False):
+                    continue
+                _digest, why = self._decide(task_vars, probe, stage, published)
+                if why:
+                    reasons[stage] = why
+            engine = self._value(task_vars, "sglang_engine", None) or {}
+            rank = "{}-r{}".format(
+                engine.get("container_name"), int(self._value(task_vars, "spark_rank", 0))
+            )
+            why = converge_live(
+                probe,
+                "rank",
+                {
+                    "container": rank,
+                    "config_hash": (recorded.get("launch") or {}).get("sglang_node_config_hash"),
+                },
+            )
+            if boolean(self._value(task_vars, "sglang_node_force_restart", False), strict=False):
+                why.append("sglang_node_force_restart is on")
+            if why:
+                reasons["bringup"] = why
+        result.update(
+            changed=False,
+            ansible_facts={"converge_quiet": not reasons},
+            reasons=reasons,
+            msg="nothing differs on this node"
+            if not reasons
+            else "differs: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in reasons.items()),
+        )
         return result
 
     def _value(self, task_vars, name, default):
@@ -80,9 +199,9 @@ class ActionModule(ActionBase):
             return default
         return plain(self._templar.template(task_vars[name]))
 
-    def _values(self, task_vars, args):
+    def _values(self, task_vars, roles, engine_fields):
         """What lookup('vars', *names) gives for the options the stage's roles declare."""
-        names = converge_inputs(args["roles"])
+        names = converge_inputs(list(roles))
         values = {name: self._value(task_vars, name, UNDEFINED) for name in names}
         cluster = self._value(task_vars, "preflight_cluster", None)
         if cluster is None:
@@ -91,11 +210,9 @@ class ActionModule(ActionBase):
             )
         nodes = cluster.get("nodes", cluster) if isinstance(cluster, Mapping) else cluster
         values["preflight_cluster"] = converge_cluster_view(nodes, names)
-        if args["engine_fields"] is not None and "sglang_engine" in names:
+        if engine_fields is not None and "sglang_engine" in names:
             engine = values["sglang_engine"] if isinstance(values["sglang_engine"], Mapping) else {}
-            values["sglang_engine"] = {
-                k: v for k, v in engine.items() if k in set(args["engine_fields"])
-            }
+            values["sglang_engine"] = {k: v for k, v in engine.items() if k in set(engine_fields)}
         return values
 
     def _any_node_differs(self, task_vars, stage):

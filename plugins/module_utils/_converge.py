@@ -162,9 +162,12 @@ def roce_reasons(probe, want):
     if not gid.get("found"):
         reasons.append(f"no RoCE GID row for {want['address'].split('/')[0]}")
     elif recorded and (
+        # The whole row the stage publishes (a stage not entered publishes the probe's).
         str(recorded.get("gid_index")) != str(gid.get("index"))
         or recorded.get("gid") != gid.get("gid")
         or recorded.get("hca") != gid.get("hca")
+        or str(recorded.get("gid_port")) != str(gid.get("port"))
+        or recorded.get("netdev") != gid.get("netdev")
     ):
         reasons.append(
             f"GID row moved: index {gid.get('index')} on {gid.get('hca')}, "

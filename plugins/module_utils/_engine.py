@@ -290,27 +290,6 @@ def host_requirements(profile, offline=False):
     }
 
 
-def parse_probe(text):
-    """The node probe's tab-separated lines (preflight host checks) as a dict for host_problems."""
-    probe = {"runtimes": [], "cdi": [], "devices": {}, "paths": {}, "image_id": ""}
-    for line in str(text or "").splitlines():
-        fields = line.split("\t")
-        key, values = fields[0], fields[1:]
-        if key == "runtimes" and values:
-            probe["runtimes"] = values[0].split()
-        elif key == "cdi" and values:
-            probe["cdi"].append(values[0])
-        elif key in ("device", "path") and len(values) == 2:
-            probe[key + "s"][values[0]] = values[1]
-        elif key == "image" and values:
-            probe["image_id"] = values[0].strip()
-        elif key == "mem_available" and values and values[0].strip():
-            probe["mem_available"] = int(float(values[0]))
-        elif key == "mem_held" and values and values[0].strip():
-            probe["mem_held"] = size_bytes(values[0])
-    return probe
-
-
 def host_problems(
     host, profile, probe, image_pull=False, check_paths=True, staged=(), offline=False
 ):
@@ -319,14 +298,15 @@ def host_problems(
     ``staged``: host paths a later stage of the same run provides (the weights stage's
     model directory and chat template); they are not required yet.
 
-    ``probe``: what the node reported: ``runtimes`` (docker runtime names), ``cdi``
-    (CDI spec files naming nvidia.com/gpu), ``devices`` and ``paths`` ({path:
-    "file"|"dir"|"missing"}), ``image_id`` ("" when absent), ``mem_available``
-    (bytes) and ``mem_held`` (bytes the rank's running container uses now; freed
-    by the restart).
+    ``probe``: what the node reported (spark_node_info's ``host``): ``runtimes`` (docker
+    runtime names), ``cdi`` (CDI spec files naming nvidia.com/gpu), ``devices``
+    ({path: "present"|"missing"}) and ``paths`` ({path: "file"|"dir"|"other"|"missing"}),
+    ``image_id`` ("" when absent), ``image_error`` (docker could not say), ``mem_available``
+    (bytes) and ``mem_held`` (bytes the rank's running container uses now; freed by the
+    restart).
     """
     if not isinstance(probe, dict):
-        probe = parse_probe(probe)
+        raise ValueError(f"the node's reading is not a mapping: {probe!r}")
     need = host_requirements(profile, offline)
     problems = []
     if need["gpus"] and "nvidia" not in (probe.get("runtimes") or []) and not probe.get("cdi"):
@@ -344,7 +324,12 @@ def host_problems(
                 "drivers (mlx5_ib, ib_uverbs: DOCA-OFED / MLNX_OFED) so the HCA shows up, or "
                 "remove the device from sglang_profile_overrides.container.devices"
             )
-    if not probe.get("image_id") and not image_pull:
+    if probe.get("image_error"):
+        problems.append(
+            f"{host}: docker could not inspect image {profile.get('image')} (sglang_engine.image): "
+            f"{probe['image_error']}; fix: make `docker image inspect` work on {host}, then re-run"
+        )
+    elif not probe.get("image_id") and not image_pull:
         problems.append(
             f"{host}: image {profile.get('image')} (sglang_engine.image) is not on this node; "
             f"fix: load it on {host} (`docker save` on a node that has it, `docker load -i` "
@@ -356,7 +341,12 @@ def host_problems(
             continue
         found = (probe.get("paths") or {}).get(item["path"], "missing")
         if found != item["kind"]:
-            state = "missing" if found == "missing" else f"a {found}, not a {item['kind']}"
+            if found == "missing":
+                state = "missing"
+            elif found == "other":
+                state = f"neither a file nor a directory, not a {item['kind']}"
+            else:
+                state = f"a {found}, not a {item['kind']}"
             problems.append(
                 f"{host}: {item['what']} {item['container']} is mounted from {item['path']}, "
                 f"which is {state}; fix: "

@@ -266,3 +266,67 @@ def _short_ref(name):
     """``name`` with docker's implicit ``:latest`` when it carries no tag or digest."""
     last = name.rsplit("/", 1)[-1]
     return name if (":" in last or "@" in name) else name + ":latest"
+
+
+def path_kind(path):
+    """``dir``, ``file``, ``other`` or ``missing``, following links (as a mount would)."""
+    if os.path.isdir(path):
+        return "dir"
+    if os.path.isfile(path):
+        return "file"
+    return "other" if os.path.exists(path) else "missing"
+
+
+def cdi_specs(dirs, device="nvidia.com/gpu"):
+    """The CDI spec files (``*.yaml``, ``*.json``) in ``dirs`` that name ``device``."""
+    found = []
+    for directory in dirs:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if not name.endswith((".yaml", ".json")) or not os.path.isfile(path):
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    if device in handle.read():
+                        found.append(path)
+            except OSError:
+                continue
+    return found
+
+
+def mem_available(meminfo="/proc/meminfo"):
+    """MemAvailable of ``meminfo`` in bytes; None when it cannot be read."""
+    try:
+        with open(meminfo, encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                key, _sep, value = line.partition(":")
+                if key == "MemAvailable":
+                    number, _sep, unit = value.strip().partition(" ")
+                    return int(number) * (1024 if unit.lower() == "kb" else 1)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def docker_info_record(rc, out, err):
+    """Daemon version and runtime names from ``docker info --format '{{json .}}'``.
+
+    Without a daemon the client still prints its JSON (an empty ServerVersion), exits 1 and
+    says why on stderr.
+    """
+    try:
+        info = json.loads(out or "{}")
+    except ValueError:
+        info = {}
+    if not isinstance(info, dict) or not info.get("ServerVersion"):
+        why = (err or "").strip() or f"docker info exited {rc} without a server version"
+        return {"ok": False, "error": why}
+    return {
+        "ok": True,
+        "version": info["ServerVersion"],
+        "runtimes": sorted((info.get("Runtimes") or {}).keys()),
+    }

@@ -128,6 +128,40 @@ options:
       - Seconds each ping waits for its answer.
     type: int
     default: 2
+  host:
+    description:
+      - What the engine needs on the node, read for the host checks (role C(preflight)) in the same
+        call - the docker daemon and its runtimes, CDI specs for the GPUs, devices, the host paths
+        the profile mounts, the engine image, the memory available and the memory the running rank
+        holds. Omit to skip.
+    type: dict
+    suboptions:
+      image:
+        description: The engine image whose local id to report.
+        type: str
+      container:
+        description: The rank's container; when it runs, the memory it holds is reported.
+        type: str
+      devices:
+        description: Device paths to report as C(present) or C(missing).
+        type: list
+        elements: path
+        default: []
+      paths:
+        description:
+          - Host paths to report as C(dir), C(file), C(other) or C(missing) (links followed).
+        type: list
+        elements: path
+        default: []
+      cdi_dirs:
+        description: Directories of CDI spec files; those naming C(nvidia.com/gpu) are reported.
+        type: list
+        elements: path
+        default: [/etc/cdi, /var/run/cdi]
+      meminfo:
+        description: The file whose C(MemAvailable) is reported.
+        type: path
+        default: /proc/meminfo
 notes:
   - Docker is asked once for all images and once for all containers; a node without docker
     reports every image and container with an C(error).
@@ -219,6 +253,23 @@ weights:
       no longer verify).
   returned: always
   type: dict
+host:
+  description:
+    - When O(host) is given - C(docker) (C(ok), C(version) or C(error)), C(runtimes), C(cdi) (spec
+      files), C(devices) and C(paths) (per path, as in O(host)), C(image_id) (empty when the
+      image is absent; C(image_error) when docker could not say), C(mem_available) and
+      C(mem_held) (bytes).
+  returned: when O(host) is given
+  type: dict
+  sample:
+    docker: {ok: true, version: 28.2.2}
+    runtimes: [nvidia, runc]
+    cdi: []
+    devices: {/dev/infiniband: present}
+    paths: {/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead: dir}
+    image_id: "sha256:0f3c..."
+    mem_available: 118111600640
+    mem_held: 0
 peers:
   description: Per address, C(ok), C(size), C(rtt_ms) or C(error).
   returned: always
@@ -232,17 +283,23 @@ elapsed_s:
 """
 
 import concurrent.futures
+import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import size_bytes
 from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import (
     PING_OVERHEAD,
+    cdi_specs,
     disk_record,
+    docker_info_record,
     docker_records,
     gid_record,
     json_record,
+    mem_available,
     nic_records,
+    path_kind,
     path_record,
     ping_argv,
     ping_record,
@@ -279,6 +336,48 @@ def _docker(module, kind, names):
             for name in names
         }
     return docker_records(out, names, kind)
+
+
+def _host(module, spec):
+    """What the engine needs on this node (the host checks), in the shape host_problems reads."""
+    out = {
+        "cdi": cdi_specs(spec["cdi_dirs"]),
+        "devices": {d: "present" if os.path.exists(d) else "missing" for d in spec["devices"]},
+        "paths": {p: path_kind(p) for p in spec["paths"]},
+        "mem_available": mem_available(spec["meminfo"]),
+        "mem_held": 0,
+        "runtimes": [],
+        "image_id": "",
+    }
+    docker = module.get_bin_path("docker")
+    if not docker:
+        out["docker"] = {"ok": False, "error": "docker is not installed"}
+        return out
+    rc, info, err = module.run_command(
+        [docker, "info", "--format", "{{json .}}"], environ_update=LANG_C
+    )
+    out["docker"] = docker_info_record(rc, info, err)
+    if not out["docker"]["ok"]:
+        return out
+    out["runtimes"] = out["docker"].pop("runtimes")
+    if spec["image"]:
+        image = _docker(module, "image", [spec["image"]])[spec["image"]]
+        out["image_id"] = image.get("id") or ""
+        if image.get("error"):
+            out["image_error"] = image["error"]
+    if spec["container"]:
+        rank = _docker(module, "container", [spec["container"]])[spec["container"]]
+        if rank.get("running"):
+            # What the running rank holds is freed by the restart this run may make.
+            rc, usage, err = module.run_command(
+                [docker, "stats", "--no-stream", "--format", "{{.MemUsage}}", spec["container"]],
+                environ_update=LANG_C,
+            )
+            try:
+                out["mem_held"] = size_bytes(usage.split("/")[0]) if rc == 0 else 0
+            except ValueError:
+                out["mem_held"] = 0
+    return out
 
 
 def _stamps(paths):
@@ -337,6 +436,19 @@ def main():
             mtu=dict(type="int", default=9000),
             ping_count=dict(type="int", default=1),
             ping_timeout=dict(type="int", default=2),
+            host=dict(
+                type="dict",
+                options=dict(
+                    image=dict(type="str"),
+                    container=dict(type="str"),
+                    devices=dict(type="list", elements="path", default=[]),
+                    paths=dict(type="list", elements="path", default=[]),
+                    cdi_dirs=dict(
+                        type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]
+                    ),
+                    meminfo=dict(type="path", default="/proc/meminfo"),
+                ),
+            ),
         ),
         supports_check_mode=True,
     )
@@ -358,11 +470,12 @@ def main():
     start = time.monotonic()
     # The commands (ip, docker, the pings) wait on other processes: they run side by side
     # while this one reads the files.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
         nics = pool.submit(_nics, module, p["nics"])
         images = pool.submit(_docker, module, "image", p["images"])
         containers = pool.submit(_docker, module, "container", p["containers"])
         peers = pool.submit(_pings, module, p["peers"], size, p["ping_timeout"], p["ping_count"])
+        host = pool.submit(_host, module, p["host"]) if p["host"] else None
         result = dict(
             changed=False,
             paths={path: path_record(path) for path in p["paths"]},
@@ -382,6 +495,8 @@ def main():
             containers=containers.result(),
             peers=peers.result(),
         )
+        if host is not None:
+            result["host"] = host.result()
     if p["gid"]:
         g = p["gid"]
         result["gid"] = gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"])

@@ -72,7 +72,6 @@ PLAYBOOK = """
     - name: Decide with converge_skip off (same inputs)
       sparkfleet.serving.converge_decide:
         stage: watchdog
-        roles: ['watchdog:main']
       vars:
         converge_skip: false
 
@@ -89,7 +88,6 @@ PLAYBOOK = """
     - name: Decide without the probe
       sparkfleet.serving.converge_decide:
         stage: launch
-        roles: ['sglang_node:main']
 
     - name: Write it
       ansible.builtin.copy:
@@ -113,8 +111,6 @@ ROUND = """
 - name: Decide
   sparkfleet.serving.converge_decide:
     stage: watchdog
-    roles: ['watchdog:main']
-    engine_fields: [container_name]
 
 - name: Note
   ansible.builtin.set_fact:

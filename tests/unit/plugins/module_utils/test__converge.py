@@ -17,7 +17,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
@@ -245,26 +244,25 @@ def test_a_stage_takes_of_the_cluster_its_inputs_and_every_nodes_identity():
 
 
 def test_every_stages_engine_fields_are_profile_fields():
+    from ansible_collections.sparkfleet.serving.plugins.action.converge_decide import STAGES
     from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import defaults
 
     fields = set(defaults())
-    declared = {}
-
-    def tasks(items):
-        for task in items or []:
-            yield task or {}
-            for section in ("block", "rescue", "always"):
-                yield from tasks((task or {}).get(section))
-
-    for path in sorted(ROLES.glob("*/tasks/*.yml")):
-        for task in tasks(yaml.safe_load(path.read_text())):
-            args = task.get("sparkfleet.serving.converge_decide") or {}
-            if args.get("engine_fields") is not None:
-                declared[args["stage"]] = args["engine_fields"]
+    declared = {
+        stage: table["engine_fields"] for stage, table in STAGES.items() if "engine_fields" in table
+    }
     # A misspelt field would silently leave its stage out of a change that concerns it.
     assert set(declared) == {"weights", "patches", "control", "watchdog"}
     for stage, names in declared.items():
         assert set(names) <= fields, (stage, set(names) - fields)
+    # Every entry point a stage digests exists, and every stage the roles call is in the table.
+    called = set()
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        called.update(re.findall(r"converge_decide:\n\s+stage: (\w+)", path.read_text()))
+    assert called == set(STAGES)
+    for table in STAGES.values():
+        for item in table["roles"]:
+            assert filters.converge_inputs(item), item
 
 
 def test_launch_config_hash_is_the_launchers_rule(tmp_path):
@@ -287,12 +285,25 @@ def test_launch_config_hash_is_the_launchers_rule(tmp_path):
 
 
 NIC_OK = {"exists": True, "mtu": 9000, "ipv4": ["10.0.22.1/24", "10.0.30.1/24"]}
-GID_OK = {"found": True, "index": 3, "gid": "::ffff:10.0.30.1", "hca": "rocep1s0f0", "port": 1}
+GID_OK = {
+    "found": True,
+    "index": 3,
+    "gid": "::ffff:10.0.30.1",
+    "hca": "rocep1s0f0",
+    "port": 1,
+    "netdev": "enp1s0f0np0",
+}
 WANT = {
     "iface": "enp1s0f0np0",
     "mtu": 9000,
     "address": "10.0.30.1/24",
-    "recorded": {"gid_index": "3", "gid": "::ffff:10.0.30.1", "hca": "rocep1s0f0"},
+    "recorded": {
+        "gid_index": "3",
+        "gid": "::ffff:10.0.30.1",
+        "hca": "rocep1s0f0",
+        "gid_port": 1,
+        "netdev": "enp1s0f0np0",
+    },
 }
 
 
@@ -311,6 +322,15 @@ WANT = {
             ["GID row moved: index 7 on rocep1s0f0, recorded 3 on rocep1s0f0"],
         ),
         ({"gid": {"found": False}}, ["no RoCE GID row for 10.0.30.1"]),
+        # The rest of the row the stage publishes: a launch reads it as recorded otherwise.
+        (
+            {"gid": dict(GID_OK, port=2)},
+            ["GID row moved: index 3 on rocep1s0f0, recorded 3 on rocep1s0f0"],
+        ),
+        (
+            {"gid": dict(GID_OK, netdev="enP2p1s0f0np0")},
+            ["GID row moved: index 3 on rocep1s0f0, recorded 3 on rocep1s0f0"],
+        ),
         (
             {
                 "peers": {
@@ -321,7 +341,7 @@ WANT = {
             ["jumbo ping to 10.0.30.3: no answer"],
         ),
     ],
-    ids=["same", "mtu", "address", "nic", "gid-moved", "gid-gone", "ping"],
+    ids=["same", "mtu", "address", "nic", "gid-moved", "gid-gone", "port", "netdev", "ping"],
 )
 def test_roce_live_reasons(probe_state, expected):
     state = {"nics": {"enp1s0f0np0": NIC_OK}, "gid": GID_OK, "peers": {}}

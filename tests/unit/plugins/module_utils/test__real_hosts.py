@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _inventory, _probe
@@ -21,14 +23,29 @@ SEED = {
     "model_path": "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead",
     "container": SEED_CONTAINER,
 }
-GOOD_PROBE = (
-    "runtimes\tio.containerd.runc.v2 nvidia runc\n"
-    "device\t/dev/infiniband\tpresent\n"
-    "image\tsha256:" + "a" * 64 + "\n"
-    "path\t/home/tiger/.config/qwen38/chat-template-sglang.jinja\tfile\n"
-    "path\t/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead\tdir\n"
-    "mem_available\t" + str(110 * 1024**3) + "\n"
-)
+TEMPLATE = "/home/tiger/.config/qwen38/chat-template-sglang.jinja"
+MODEL = "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead"
+# What spark_node_info's host reading returns for a node that has everything.
+GOOD_PROBE = {
+    "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"],
+    "cdi": [],
+    "devices": {"/dev/infiniband": "present"},
+    "image_id": "sha256:" + "a" * 64,
+    "paths": {TEMPLATE: "file", MODEL: "dir"},
+    "mem_available": 110 * 1024**3,
+    "mem_held": 0,
+}
+
+
+def probe_with(**changes):
+    """GOOD_PROBE with top-level keys replaced and ``paths``/``devices`` entries merged."""
+    probe = copy.deepcopy(GOOD_PROBE)
+    for key, value in changes.items():
+        if key in ("paths", "devices"):
+            probe[key].update(value)
+        else:
+            probe[key] = value
+    return probe
 
 
 @pytest.mark.parametrize(
@@ -85,35 +102,41 @@ def test_a_node_with_everything_passes():
 
 
 def test_cdi_is_as_good_as_the_runtime():
-    probe = GOOD_PROBE.replace(" nvidia", "") + "cdi\t/etc/cdi/nvidia.yaml\n"
+    probe = probe_with(runtimes=["runc"], cdi=["/etc/cdi/nvidia.yaml"])
     assert _engine.host_problems("spark-1", SEED, probe) == []
 
 
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ((" nvidia", ""), ["spark-2: the profile asks for GPUs", "nvidia-ctk runtime configure"]),
         (
-            ("/dev/infiniband\tpresent", "/dev/infiniband\tmissing"),
+            {"runtimes": ["runc"]},
+            ["spark-2: the profile asks for GPUs", "nvidia-ctk runtime configure"],
+        ),
+        (
+            {"devices": {"/dev/infiniband": "missing"}},
             ["spark-2: /dev/infiniband", "mlx5_ib"],
         ),
+        ({"image_id": ""}, ["spark-2: image qwen38-dflash2:v1.2.2", "docker load"]),
         (
-            ("image\tsha256:" + "a" * 64, "image\t"),
-            ["spark-2: image qwen38-dflash2:v1.2.2", "docker load"],
+            {"image_id": "", "image_error": "permission denied"},
+            ["spark-2: docker could not inspect image qwen38-dflash2:v1.2.2", "permission denied"],
         ),
         (
-            ("jinja\tfile", "jinja\tmissing"),
+            {"paths": {TEMPLATE: "missing"}},
             ["spark-2: chat template (chat_template) /out/chat", "fix: stage it"],
         ),
-        (("LMHead\tdir", "LMHead\tfile"), ["model directory (model_path)", "a file, not a dir"]),
+        ({"paths": {MODEL: "file"}}, ["model directory (model_path)", "a file, not a dir"]),
         (
-            ("mem_available\t" + str(110 * 1024**3), "mem_available\t" + str(20 * 1024**3)),
-            ["needs 100.0 GiB but 20.0 GiB"],
+            {"paths": {MODEL: "other"}},
+            ["model directory (model_path)", "neither a file nor a directory, not a dir"],
         ),
+        ({"mem_available": 20 * 1024**3}, ["needs 100.0 GiB but 20.0 GiB"]),
+        ({"mem_available": None}, ["needs 100.0 GiB but 0.0 GiB"]),
     ],
 )
 def test_each_missing_thing_names_host_what_and_fix(change, expected):
-    problems = _engine.host_problems("spark-2", SEED, GOOD_PROBE.replace(*change))
+    problems = _engine.host_problems("spark-2", SEED, probe_with(**change))
     assert len(problems) == 1, problems
     for text in expected:
         assert text in problems[0]
@@ -121,21 +144,18 @@ def test_each_missing_thing_names_host_what_and_fix(change, expected):
 
 
 def test_memory_held_by_the_running_engine_counts_as_free():
-    probe = GOOD_PROBE.replace(str(110 * 1024**3), str(20 * 1024**3)) + "mem_held\t90GiB\n"
+    probe = probe_with(mem_available=20 * 1024**3, mem_held=90 * 1024**3)
     assert _engine.host_problems("spark-1", SEED, probe) == []
 
 
 def test_pull_allowed_and_paths_off():
-    probe = GOOD_PROBE.replace("image\tsha256:" + "a" * 64, "image\t").replace(
-        "jinja\tfile", "jinja\tmissing"
-    )
+    probe = probe_with(image_id="", paths={TEMPLATE: "missing"})
     assert _engine.host_problems("spark-1", SEED, probe, image_pull=True, check_paths=False) == []
 
 
 def test_what_the_weights_stage_stages_is_not_required_yet():
     # A fresh rack: neither the model directory nor the chat template is there yet.
-    probe = GOOD_PROBE.replace("jinja\tfile", "jinja\tmissing")
-    probe = probe.replace("LMHead\tdir", "LMHead\tmissing")
+    probe = probe_with(paths={TEMPLATE: "missing", MODEL: "missing"})
     staged = [
         "/home/tiger/models/RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead/",
         "/home/tiger/.config/qwen38/chat-template-sglang.jinja",
@@ -178,7 +198,7 @@ def test_an_offline_boot_needs_the_hub_draft_cached_at_its_revision():
         f"HF_HOME=/home/tiger/.cache/huggingface hf download org/Draft-1B --revision {DRAFT_REV}"
         in problems[0]
     )
-    cached = GOOD_PROBE + f"path\t{DRAFT_HOST}\tdir\n"
+    cached = probe_with(paths={DRAFT_HOST: "dir"})
     assert _engine.host_problems("spark-3", DRAFT, cached, offline=True) == []
 
 
@@ -198,7 +218,8 @@ def test_a_local_or_unpinned_draft_is_not_looked_up_in_the_cache(speculative):
 
 def test_a_twin_profile_needs_no_gpu_runtime_nor_device():
     twin = dict(SEED, container=dict(SEED_CONTAINER, gpus=None, devices=[], memory="2g"))
-    probe = "runtimes\trunc\nimage\tsha256:x\n" + "\n".join(GOOD_PROBE.splitlines()[3:6])
+    probe = probe_with(runtimes=["runc"], devices={}, mem_available=4 * 1024**3)
+    del probe["devices"]["/dev/infiniband"]
     assert _engine.host_problems("spark-1", twin, probe) == []
 
 

@@ -14,7 +14,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _node_state
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _node_state
 from ansible_collections.sparkfleet.serving.plugins.modules import spark_node_info
 from ansible_collections.sparkfleet.serving.tests.unit.plugins.modules.test_roce_gid_info import (
     write_table,
@@ -51,6 +51,9 @@ CONTAINER_JSON = json.dumps(
         }
     ]
 )
+INFO_JSON = json.dumps(
+    {"ServerVersion": "28.2.2", "Runtimes": {"runc": {}, "nvidia": {}}, "ID": "x"}
+)
 PING_OK = "8980 bytes from 10.0.30.2: icmp_seq=1 ttl=64 time=0.071 ms\n"
 PING_TOO_BIG = (1, "", "ping: local error: message too long, mtu=1500\n")
 
@@ -70,6 +73,10 @@ def node(monkeypatch):
         name = os.path.basename(argv[0])
         if name == "ip":
             return 0, IP_JSON, ""
+        if name == "docker" and argv[1] == "info":
+            return calls.get("info", (0, INFO_JSON, ""))
+        if name == "docker" and argv[1] == "stats":
+            return 0, "1.5GiB / 23.5GiB\n", ""
         if name == "docker" and argv[1] == "image":
             return 1, IMAGE_JSON, "Error: No such image: missing:1\n"
         if name == "docker":
@@ -239,3 +246,70 @@ def test_disk_free_measures_the_nearest_existing_parent(node, tmp_path):
     assert result["disk_free"][str(tmp_path)]["at"] == str(tmp_path)
     # Reading the disk needs no command.
     assert node["argv"] == []
+
+
+def _host_files(tmp_path):
+    (tmp_path / "cdi").mkdir()
+    (tmp_path / "cdi" / "nvidia.yaml").write_text("kind: nvidia.com/gpu\n")
+    (tmp_path / "cdi" / "other.yaml").write_text("kind: vendor.com/fpga\n")
+    (tmp_path / "cdi" / "notes.txt").write_text("nvidia.com/gpu\n")
+    (tmp_path / "meminfo").write_text("MemTotal: 100 kB\nMemAvailable:   2048 kB\n")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "template.jinja").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "model")
+    return {
+        "image": "sglang:0.5.9",
+        "container": "sglang-rank0",
+        "devices": [str(tmp_path / "model"), str(tmp_path / "uverbs0")],
+        "paths": [str(tmp_path / p) for p in ("model", "template.jinja", "link", "gone")],
+        "cdi_dirs": [str(tmp_path / "cdi"), str(tmp_path / "no-such-dir")],
+        "meminfo": str(tmp_path / "meminfo"),
+    }
+
+
+def test_the_host_checks_read_in_the_same_call(node, tmp_path):
+    spec = _host_files(tmp_path)
+    host = run({"host": spec})["host"]
+    assert host["docker"] == {"ok": True, "version": "28.2.2"}
+    assert host["runtimes"] == ["nvidia", "runc"]
+    assert host["cdi"] == [str(tmp_path / "cdi" / "nvidia.yaml")]
+    assert host["devices"] == {spec["devices"][0]: "present", spec["devices"][1]: "missing"}
+    assert list(host["paths"].values()) == ["dir", "file", "dir", "missing"]
+    assert host["image_id"] == "sha256:" + "a" * 64
+    assert host["mem_available"] == 2048 * 1024
+    # The rank runs: what it holds now is freed by a restart.
+    assert host["mem_held"] == int(1.5 * 1024**3)
+    # The rank's memory is read only for it, and docker is asked once for its info.
+    assert [
+        "/usr/bin/docker",
+        "stats",
+        "--no-stream",
+        "--format",
+        "{{.MemUsage}}",
+        "sglang-rank0",
+    ] in node["argv"]
+    assert sum(1 for argv in node["argv"] if argv[1:2] == ["info"]) == 1
+    # The result is what the host checks' rule reads: a node with everything passes.
+    profile = {"image": "sglang:0.5.9", "container": {}}
+    assert _engine.host_problems("spark-1", profile, host) == []
+
+
+def test_the_host_reading_without_a_daemon_or_docker(node, tmp_path):
+    spec = _host_files(tmp_path)
+    node["info"] = (1, json.dumps({"ServerVersion": ""}), "Cannot connect to the Docker daemon\n")
+    host = run({"host": spec})["host"]
+    assert host["docker"] == {"ok": False, "error": "Cannot connect to the Docker daemon"}
+    assert host["image_id"] == "" and host["mem_held"] == 0
+    # The files are read all the same.
+    assert host["mem_available"] == 2048 * 1024
+    node["bins"].discard("docker")
+    assert run({"host": spec})["host"]["docker"] == {
+        "ok": False,
+        "error": "docker is not installed",
+    }
+
+
+def test_meminfo_that_cannot_be_read(tmp_path):
+    assert _node_state.mem_available(str(tmp_path / "missing")) is None
+    (tmp_path / "m").write_text("MemTotal: 1 kB\n")
+    assert _node_state.mem_available(str(tmp_path / "m")) is None
