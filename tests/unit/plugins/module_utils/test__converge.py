@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
@@ -260,6 +261,9 @@ def test_every_stages_engine_fields_are_profile_fields():
     for path in sorted(ROLES.glob("*/tasks/*.yml")):
         called.update(re.findall(r"converge_decide:\n\s+stage: (\w+)", path.read_text()))
     assert called == set(STAGES)
+    # The probe reads the stamp of every stage the table decides, in its order.
+    probe_vars = yaml.safe_load((ROLES / "converge" / "vars" / "main.yml").read_text())
+    assert probe_vars["__converge_stages"] == list(STAGES)
     for table in STAGES.values():
         for item in table["roles"]:
             assert filters.converge_inputs(item), item
