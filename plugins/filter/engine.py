@@ -17,6 +17,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     container_volumes,
     nccl_env,
     python_command,
+    rank_config,
     server_args,
 )
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import (
@@ -47,6 +48,14 @@ def sglang_container_args(engine):
 def sglang_container_volumes(engine):
     """The profile's -v mounts."""
     return container_volumes(engine)
+
+
+def sglang_rank_config(engine, rank, paths, env, patches, roce, command):
+    """The launch configuration one rank's launcher reads (rendered as its JSON file)."""
+    try:
+        return rank_config(engine, rank, paths, env, patches, roce, command)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"sglang_rank_config: missing or bad input {exc}") from exc
 
 
 def sglang_nccl_env(
@@ -123,6 +132,7 @@ class FilterModule:
             "sglang_container_args": sglang_container_args,
             "sglang_container_volumes": sglang_container_volumes,
             "sglang_nccl_env": sglang_nccl_env,
+            "sglang_rank_config": sglang_rank_config,
             "sglang_python_command": sglang_python_command,
             "sglang_profile_resolve": sglang_profile_resolve,
             "sglang_profile_problems": sglang_profile_problems,

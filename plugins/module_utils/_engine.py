@@ -368,3 +368,54 @@ def host_problems(
                 "cache or reboot), or lower container.memory"
             )
     return problems
+
+
+def rank_config(profile, rank, paths, env, patches, roce, command):
+    """The launch configuration of one rank: the JSON its launcher reads (no secret in it).
+
+    ``rank``: ``rank`` (number), ``name`` (container), ``launcher`` (the path its
+    containers are labelled with), ``image_id`` (what the patches were cut from).
+    ``paths``: ``env_file``, ``log_dir``, ``stopped_mark`` and ``gid_dir`` (the HCA
+    port's sysfs directory). ``env``: the rank's environment (KEY -> value), in order.
+    ``patches``: ``mounts`` and ``pyc_masks`` ([host, container] pairs). ``roce``: the
+    data plane the roce stage published (``iface``, ``mtu``, ``gid_mode`` and, when
+    discovered, the GID row). ``command``: what the image runs (interpreter, server args).
+    ``profile``'s ``image`` and container section and the ``log`` / ``stop`` settings of
+    ``rank`` (``stop_timeout_s``, ``log_max_size``, ``log_max_files``) complete it.
+    """
+    gid = None
+    if roce["gid_mode"] == "discover":
+        index = int(roce["gid_index"])
+        gid = {
+            "gid_file": f"{paths['gid_dir']}/gids/{index}",
+            "type_file": f"{paths['gid_dir']}/gid_attrs/types/{index}",
+            "index": index,
+            "gid": roce["gid"],
+            "roce_version": int(roce["roce_version"]),
+            "hca": roce["hca"],
+            "port": int(roce["gid_port"]),
+            "address": roce["address"],
+        }
+    docker_args = [*container_args(profile), "--env-file", paths["env_file"]]
+    for key, value in env.items():
+        docker_args += ["-e", f"{key}={value}"]
+    docker_args += container_volumes(profile)
+    for host, inside in [*patches["mounts"], *patches["pyc_masks"]]:
+        docker_args += ["-v", f"{host}:{inside}:ro"]
+    return {
+        "name": rank["name"],
+        "launcher": rank["launcher"],
+        "rank": int(rank["rank"]),
+        "image": profile["image"],
+        "image_id": rank["image_id"],
+        "env_file": paths["env_file"],
+        "log_dir": paths["log_dir"],
+        "stopped_mark": paths["stopped_mark"],
+        "stop_timeout_s": int(rank["stop_timeout_s"]),
+        "log_max_size": str(rank["log_max_size"]),
+        "log_max_files": int(rank["log_max_files"]),
+        "patch_files": [host for host, _inside in patches["mounts"]],
+        "node": {"iface": roce["iface"], "mtu": int(roce["mtu"]), "gid": gid},
+        "docker_args": docker_args,
+        "command": [str(arg) for arg in command],
+    }

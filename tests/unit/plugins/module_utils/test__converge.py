@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -267,25 +266,6 @@ def test_every_stages_engine_fields_are_profile_fields():
     for table in STAGES.values():
         for item in table["roles"]:
             assert filters.converge_inputs(item), item
-
-
-def test_launch_config_hash_is_the_launchers_rule(tmp_path):
-    files = []
-    for name, text in [("launcher", "#!/bin/bash\n"), ("env", "A=1\n"), ("pa\\tch.py", "x = 1\n")]:
-        (tmp_path / name).write_text(text)
-        files.append(str(tmp_path / name))
-    # The launcher's own function (sparkfleet-sglang config-hash), cut from its template
-    # and run by bash as the rendered script runs it ($0 is the script itself).
-    template = ROLES / "sglang_node" / "templates" / "sparkfleet-sglang.sh.j2"
-    function = re.search(r"^config_hash\(\) \{\n.*?^\}\n", template.read_text(), re.M | re.S)
-    script = (
-        f'set -euo pipefail; ENV_FILE=$1; shift; PATCH_FILES=("$@")\n{function.group(0)}config_hash'
-    )
-    bash = subprocess.run(
-        ["bash", "-c", script, files[0], *files[1:]], capture_output=True, text=True, check=True
-    )
-    shas = [_converge.file_sha256(f) for f in files]
-    assert _converge.launch_config_hash(shas) == bash.stdout.strip()
 
 
 NIC_OK = {"exists": True, "mtu": 9000, "ipv4": ["10.0.22.1/24", "10.0.30.1/24"]}

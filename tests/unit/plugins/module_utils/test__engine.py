@@ -167,3 +167,96 @@ def test_python_command_hides_the_api_key_behind_the_shim(key, shim):
         assert "run_module('sglang.launch_server'" in command[4]
     else:
         assert command[3:] == ["-m", "sglang.launch_server"]
+
+
+RANK = {
+    "rank": 1,
+    "name": "qwen38-tp4-r1",
+    "launcher": "/usr/local/sbin/sparkfleet-sglang",
+    "image_id": "sha256:" + "a" * 64,
+    "stop_timeout_s": 30,
+    "log_max_size": "100m",
+    "log_max_files": 3,
+}
+PATHS = {
+    "env_file": "/etc/sparkfleet/sglang.env",
+    "log_dir": "/var/log/sparkfleet",
+    "stopped_mark": "/var/lib/sparkfleet/sglang.stopped",
+    "gid_dir": "/sys/class/infiniband/rocep1s0f0/ports/1",
+}
+PATCHES = {
+    "mounts": [["/var/lib/sparkfleet/patches/x/serving_chat.py", "/sgl/serving_chat.py"]],
+    "pyc_masks": [["/var/lib/sparkfleet/patches/empty", "/sgl/__pycache__/serving_chat.pyc"]],
+}
+ROCE = {
+    "iface": "enp1s0f0np0",
+    "mtu": 9000,
+    "gid_mode": "discover",
+    "gid_index": "3",
+    "gid": "0000:0000:0000:0000:0000:ffff:0a00:1e02",
+    "roce_version": 2,
+    "hca": "rocep1s0f0",
+    "gid_port": 1,
+    "address": "10.0.30.2",
+}
+
+
+def test_rank_config_is_the_launch_the_launcher_runs():
+    profile = {
+        "image": "lmsysorg/sglang:spark",
+        "container": {"gpus": "all", "volumes": ["/models:/models"]},
+    }
+    cfg = _engine.rank_config(
+        profile,
+        RANK,
+        PATHS,
+        {"HF_HUB_OFFLINE": "1", "NCCL_IB_GID_INDEX": "3"},
+        PATCHES,
+        ROCE,
+        ["python3", "-m", 1],
+    )
+    # Secrets stay in the env file the container reads; the environment follows it, in order,
+    # then the profile's mounts, then the patches and the bytecode masks (read-only).
+    assert cfg["docker_args"] == [
+        "--gpus",
+        "all",
+        "--network",
+        "host",
+        "--env-file",
+        "/etc/sparkfleet/sglang.env",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        "-e",
+        "NCCL_IB_GID_INDEX=3",
+        "-v",
+        "/models:/models",
+        "-v",
+        "/var/lib/sparkfleet/patches/x/serving_chat.py:/sgl/serving_chat.py:ro",
+        "-v",
+        "/var/lib/sparkfleet/patches/empty:/sgl/__pycache__/serving_chat.pyc:ro",
+    ]
+    assert cfg["command"] == ["python3", "-m", "1"]
+    assert cfg["patch_files"] == ["/var/lib/sparkfleet/patches/x/serving_chat.py"]
+    assert cfg["image"] == "lmsysorg/sglang:spark"
+    assert cfg["image_id"] == RANK["image_id"]
+    assert (cfg["rank"], cfg["stop_timeout_s"], cfg["log_max_files"]) == (1, 30, 3)
+    assert cfg["node"] == {
+        "iface": "enp1s0f0np0",
+        "mtu": 9000,
+        "gid": {
+            "gid_file": "/sys/class/infiniband/rocep1s0f0/ports/1/gids/3",
+            "type_file": "/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3",
+            "index": 3,
+            "gid": ROCE["gid"],
+            "roce_version": 2,
+            "hca": "rocep1s0f0",
+            "port": 1,
+            "address": "10.0.30.2",
+        },
+    }
+
+
+def test_rank_config_checks_no_gid_row_when_nccl_picks_it():
+    roce = dict(ROCE, gid_mode="auto", gid_index=None)
+    cfg = _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, roce, [])
+    assert cfg["node"]["gid"] is None

@@ -1,0 +1,476 @@
+# Copyright: sparkfleet maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The launcher of one SGLang rank on one node.
+
+Installed by the role sparkfleet.serving.sglang_node beside _converge.py, with a
+one-line wrapper at the launcher path (sglang_node_bin) that runs it as
+
+  python3 sparkfleet_launcher.py [--config RANK_JSON] VERB [ARGS]
+
+  start             check the node, remove this launcher's other ranks and a leftover
+                    container, run the rank, keep its log (follow-log, detached)
+  check             refuse what would fail: the MTU, a moved GID row, an unpatched
+                    file, a missing env file or image; prints ok
+  stop [--restart]  stop and remove the rank; a deliberate stop (no --restart) is
+                    remembered by the stopped mark until the next start
+  status            running current|running stale|stopped|<docker state>|absent
+  tail [LINES]      the last LINES (200) of the kept engine log
+  show              the docker run argv, one argument a line
+  config-hash       the configuration hash the container is labelled with
+  follow-log        (start spawns it) docker logs, API key masked, into the engine log
+
+Every setting comes from one JSON file rendered by the role (--config, else
+$SPARKFLEET_RANK_CONFIG, else /etc/sparkfleet/rank.json). A refusal is logged as
+"REFUSED: <reason>" (stderr, last line, and <log_dir>/launch.log) and exits 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+# The collection's one rule of the configuration hash (plugins/module_utils/_converge.py,
+# the same code the role and the converge probe run), installed beside this file by the role.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import _converge
+except ImportError:  # the checkout's unit tests run this file from roles/sglang_node/files
+    from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge
+
+DEFAULT_CONFIG = "/etc/sparkfleet/rank.json"
+USAGE = "start|check|stop [--restart]|status|tail [LINES]|show|config-hash"
+EX_REFUSED = 1
+EX_USAGE = 2
+
+# One inspect: the state and the configuration label ("-" on a container without it).
+STATUS_FORMAT = '{{.State.Status}} {{or (index .Config.Labels "sparkfleet.config") "-"}}'
+# SGLang prints its server_args with the API key: never kept in the engine log.
+API_KEY = re.compile(rb"(api_key=)'[^']*'")
+
+
+class Exit(Exception):
+    """End the launcher with this exit code (what `set -e` or `exit N` did in bash)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def docker(*args, stdout=None, stderr=None):
+    """Start `docker ARGS` (a Popen). Every docker call of the launcher goes through here."""
+    return subprocess.Popen(
+        [shutil.which("docker") or "docker", *args], stdout=stdout, stderr=stderr
+    )
+
+
+def run_docker(*args, capture=False, quiet=False):
+    """Run `docker ARGS` to its end: (exit code, its stdout when capture else "").
+
+    Its stdout is discarded unless captured; quiet discards its stderr too (else the
+    caller's stderr gets it). No docker on this node answers 127, as a shell would.
+    """
+    try:
+        proc = docker(
+            *args,
+            stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL if quiet else None,
+        )
+    except OSError as exc:
+        if not quiet:
+            print(f"docker: {exc}", file=sys.stderr, flush=True)
+        return 127, ""
+    out = proc.communicate()[0]
+    return proc.returncode, out.decode("utf-8", "replace") if capture else ""
+
+
+def must(*args):
+    """`docker ARGS >/dev/null` under `set -e`: a failure ends the launcher with its code."""
+    rc = run_docker(*args)[0]
+    if rc:
+        raise Exit(rc)
+
+
+def read_text(path):
+    """A file's text (for sysfs), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+class Rank:
+    """One rank, as its JSON file describes it."""
+
+    def __init__(self, config_path, cfg):
+        self.config_path = config_path
+        self.name = str(cfg["name"])
+        self.launcher = str(cfg["launcher"])
+        self.prog = os.path.basename(self.launcher)
+        self.rank = int(cfg["rank"])
+        self.image = str(cfg["image"])
+        self.image_id = str(cfg["image_id"])
+        self.env_file = str(cfg["env_file"])
+        self.log_dir = str(cfg["log_dir"])
+        self.engine_log = os.path.join(self.log_dir, f"{self.name}.log")
+        # Written by a deliberate stop, removed by start: the watchdog never undoes it.
+        self.stopped_mark = str(cfg["stopped_mark"])
+        self.stop_timeout_s = int(cfg["stop_timeout_s"])
+        self.log_max_size = str(cfg["log_max_size"])
+        self.log_max_files = int(cfg["log_max_files"])
+        self.patch_files = [str(p) for p in cfg["patch_files"]]
+        node = cfg["node"]
+        self.iface = str(node["iface"])
+        self.mtu = int(node["mtu"])
+        self.gid = node.get("gid")
+        self.sysfs_net = str(cfg.get("sysfs_net") or "/sys/class/net")
+        self.docker_args = [str(a) for a in cfg["docker_args"]]
+        self.command = [str(a) for a in cfg["command"]]
+
+    @classmethod
+    def load(cls, path):
+        path = os.path.abspath(path)
+        with open(path, encoding="utf-8") as fh:
+            cfg = json.load(fh)
+        return cls(path, cfg)
+
+    # --- logging ------------------------------------------------------------------
+
+    def log(self, msg):
+        line = f"{utc_now()} {self.prog}[{self.name}]: {msg}\n"
+        try:
+            os.makedirs(self.log_dir, exist_ok=True)
+            with open(os.path.join(self.log_dir, "launch.log"), "a", encoding="utf-8") as fh:
+                fh.write(line)
+        except OSError as exc:
+            print(f"{self.prog}: cannot append to launch.log: {exc}", file=sys.stderr)
+        # Last on stderr: the cluster control reads a refusal's reason from the last line.
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+    def refuse(self, reason):
+        self.log(f"REFUSED: {reason}")
+        raise Exit(EX_REFUSED)
+
+    # --- what this rank runs --------------------------------------------------------
+
+    def config_hash(self):
+        """The hash of this JSON file, its secrets file and the patched files (in order).
+
+        The container carries it as a label, so a stale container is recognised; the
+        role computes the same from the JSON text it renders. OSError when one of the
+        files cannot be read.
+        """
+        paths = [self.config_path, self.env_file, *self.patch_files]
+        return _converge.launch_config_hash([_converge.file_sha256(p) for p in paths])
+
+    def config_hash_or_exit(self):
+        try:
+            return self.config_hash()
+        except OSError as exc:
+            print(
+                f"{self.prog}: cannot compute the configuration hash: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise Exit(1) from None
+
+    def run_argv(self, config_hash):
+        """The container this rank runs: start executes it, show prints it."""
+        return [
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            self.name,
+            "--label",
+            f"sparkfleet.config={config_hash}",
+            "--label",
+            f"sparkfleet.rank={self.rank}",
+            "--label",
+            f"sparkfleet.image-id={self.image_id}",
+            "--label",
+            f"sparkfleet.launcher={self.launcher}",
+            "--log-opt",
+            f"max-size={self.log_max_size}",
+            "--log-opt",
+            f"max-file={self.log_max_files}",
+            *self.docker_args,
+            # The image id the patches were taken from, never the tag: a re-pulled or
+            # re-tagged image cannot run under patches cut from another one.
+            self.image_id,
+            *self.command,
+        ]
+
+    # --- verbs ----------------------------------------------------------------------
+
+    def check_node(self):
+        raw = read_text(os.path.join(self.sysfs_net, self.iface, "mtu"))
+        mtu = raw.strip() if raw is not None else "0"
+        try:
+            mtu_value = int(mtu)
+        except ValueError:
+            mtu_value = 0
+        if mtu_value < self.mtu:
+            self.refuse(
+                f"{self.iface} MTU is {mtu}, below {self.mtu}: RDMA over this path would fail; "
+                "re-run site.yml (roce role) or fix the NIC"
+            )
+        if self.gid:
+            g = self.gid
+            gid = read_text(g["gid_file"])
+            gid = "missing" if gid is None else gid.strip()
+            kind = read_text(g["type_file"])
+            kind = "unreadable" if kind is None else kind.strip()
+            # sysfs says "IB/RoCE v1" or "RoCE v2": the version is the last word.
+            version = kind.rsplit(" ", 1)[-1]
+            want = int(g["roce_version"])
+            if gid != g["gid"] or version != f"v{want}":
+                self.refuse(
+                    f"GID index {int(g['index'])} of {g['hca']} port {int(g['port'])} now holds "
+                    f"{gid} ({kind}), not the RoCE v{want} GID of {g['address']}: the table moved "
+                    "(reboot or hardware swap); re-run site.yml to rediscover"
+                )
+        for path in self.patch_files:
+            try:
+                with open(path, "rb") as fh:
+                    content = fh.read()
+            except OSError:
+                content = b""
+            if b"HARDEN-PATCH" not in content:
+                self.refuse(
+                    f"patch file {path} is missing or not patched; "
+                    "re-run site.yml (sglang_patches role)"
+                )
+        if not os.access(self.env_file, os.R_OK):
+            self.refuse(f"{self.env_file} is missing; re-run site.yml (sglang_node role)")
+        if run_docker("image", "inspect", self.image_id, quiet=True)[0] != 0:
+            self.refuse(
+                f"image {self.image_id} (the {self.image} the patches were cut from) is no "
+                "longer on this node; load that image again, or re-run site.yml to patch the "
+                f"image {self.image} now names"
+            )
+        rc, out = run_docker(
+            "image", "inspect", "--format", "{{.Id}}", self.image, capture=True, quiet=True
+        )
+        tagged = out.strip() if rc == 0 else "absent"
+        if tagged != self.image_id:
+            self.log(
+                f"{self.image} now points at {tagged}, not {self.image_id}: running "
+                f"{self.image_id} (what the patches were cut from); re-run site.yml to move "
+                "to the new image"
+            )
+
+    def remove_other_ranks(self):
+        """Stop and remove the ranks this launcher started under another container name.
+
+        (The profile's container_name changed: two engines never hold the node's GPU
+        memory or ports at once.) Another launcher's ranks (the canary's candidates)
+        are not this one's to remove.
+        """
+        out = run_docker(
+            "ps",
+            "-a",
+            "--filter",
+            "label=sparkfleet.rank",
+            "--filter",
+            f"label=sparkfleet.launcher={self.launcher}",
+            "--format",
+            "{{.Names}}",
+            capture=True,
+        )[1]
+        for other in out.split():
+            if other == self.name:
+                continue
+            run_docker("stop", "--time", str(self.stop_timeout_s), other, quiet=True)
+            must("rm", "-f", other)
+            self.log(
+                f"removed {other}, a rank of an earlier profile (this rank is now {self.name})"
+            )
+
+    def start(self):
+        self.check_node()
+        self.remove_other_ranks()
+        if run_docker("container", "inspect", self.name, quiet=True)[0] == 0:
+            must("rm", "-f", self.name)
+            self.log(f"removed leftover container {self.name}")
+        os.makedirs(self.log_dir, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.stopped_mark)
+        config_hash = self.config_hash_or_exit()
+        must(*self.run_argv(config_hash)[1:])
+        # setsid nohup: the follower outlives this process and the caller's session.
+        subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--config",
+                self.config_path,
+                "follow-log",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.log(
+            f"started {self.name} (rank {self.rank}, config {config_hash}), log {self.engine_log}"
+        )
+
+    def follow_log(self):
+        """Keep the engine's output where it survives the container, without the API key."""
+        os.umask(0o077)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup (docker logs inherits it)
+        with open(self.engine_log, "ab") as out:
+            try:
+                proc = docker(
+                    "logs",
+                    "--follow",
+                    "--timestamps",
+                    self.name,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                )
+            except OSError as exc:
+                print(f"docker: {exc}", file=sys.stderr)
+                return 127
+            with proc.stdout:
+                for line in proc.stdout:
+                    out.write(API_KEY.sub(rb"\1'***'", line))
+                    out.flush()
+            return proc.wait()
+
+    def stop(self, how):
+        """A deliberate stop, remembered until the next start (the watchdog leaves such a
+        rank alone); --restart: the first half of an ordered restart, not remembered."""
+        why = "deliberate"
+        if how == "--restart":
+            why = "restart"
+        else:
+            who = os.environ.get("SUDO_USER") or os.environ.get("USER") or "root"
+            os.makedirs(os.path.dirname(self.stopped_mark) or ".", exist_ok=True)
+            with open(self.stopped_mark, "w", encoding="utf-8") as fh:
+                fh.write(f"{utc_now()} by {who}\n")
+        if run_docker("container", "inspect", self.name, quiet=True)[0] == 0:
+            run_docker("stop", "--time", str(self.stop_timeout_s), self.name, quiet=True)
+            must("rm", "-f", self.name)
+            self.log(f"stopped {self.name} ({why})")
+        self.remove_other_ranks()
+
+    def tail(self, lines):
+        """The last lines of the kept engine log (API key already masked): the watchdog's
+        evidence before it restarts a cluster."""
+        if not re.fullmatch(r"[0-9]+", lines):
+            print("tail: LINES must be a number", file=sys.stderr)
+            raise Exit(EX_USAGE)
+        try:
+            data = last_lines(self.engine_log, int(lines))
+        except OSError:
+            return
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+
+    def status(self):
+        # For a container that does not exist docker prints an empty line and fails: absent.
+        rc, out = run_docker(
+            "container", "inspect", "--format", STATUS_FORMAT, self.name, capture=True, quiet=True
+        )
+        first = out.splitlines()[0] if rc == 0 and out.strip() else ""
+        state, label = [*first.split(None, 1), "", ""][:2]
+        state = state or "absent"
+        label = label.strip()
+        if state != "running":
+            if state != "paused" and os.path.exists(self.stopped_mark):
+                return "stopped"
+            return state
+        try:
+            current = self.config_hash()
+        except OSError:  # a file of the configuration is gone: not what runs
+            current = None
+        return "running current" if label == current else "running stale"
+
+
+def last_lines(path, count):
+    """The last `count` lines of a file, as `tail -n` prints them (read from its end)."""
+    if count == 0:
+        return b""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        pos = fh.tell()
+        data = b""
+        # More newlines than lines wanted: the first (partial) piece is not among them.
+        while pos > 0 and data.count(b"\n") <= count:
+            step = min(1 << 16, pos)
+            pos -= step
+            fh.seek(pos)
+            data = fh.read(step) + data
+    pieces = data.split(b"\n")
+    last = pieces.pop()  # b"" after a final newline, else an unterminated last line
+    lines = [p + b"\n" for p in pieces]
+    if last:
+        lines.append(last)
+    return b"".join(lines[-count:])
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config = os.environ.get("SPARKFLEET_RANK_CONFIG") or DEFAULT_CONFIG
+    if argv and argv[0].startswith("--config="):
+        config, argv = argv[0].split("=", 1)[1], argv[1:]
+    elif argv and argv[0] == "--config" and len(argv) > 1:
+        config, argv = argv[1], argv[2:]
+    verb, args = (argv[0], argv[1:]) if argv else ("", [])
+    try:
+        rank, problem = Rank.load(config), None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        rank, problem = None, exc
+    prog = rank.prog if rank else os.path.basename(sys.argv[0])
+    verbs = ("start", "check", "follow-log", "stop", "status", "tail", "show", "config-hash")
+    if verb not in verbs:
+        print(f"usage: {prog} {USAGE}", file=sys.stderr)
+        return EX_USAGE
+    if rank is None:
+        what = f"no {problem}" if isinstance(problem, KeyError) else str(problem)
+        print(
+            f"{prog}: REFUSED: cannot read the rank configuration {config} ({what}); "
+            "re-run site.yml (sglang_node role)",
+            file=sys.stderr,
+        )
+        return EX_REFUSED
+    arg = args[0] if args else ""
+    try:
+        if verb == "start":
+            rank.start()
+        elif verb == "check":
+            rank.check_node()
+            print("ok")
+        elif verb == "follow-log":
+            return rank.follow_log()
+        elif verb == "stop":
+            rank.stop(arg)
+        elif verb == "status":
+            print(rank.status())
+        elif verb == "tail":
+            rank.tail(arg or "200")
+        elif verb == "show":
+            print("\n".join(rank.run_argv(rank.config_hash_or_exit())))
+        else:
+            print(rank.config_hash_or_exit())
+    except Exit as done:
+        return done.code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,713 @@
+"""The rank launcher (roles/sglang_node/files/sparkfleet_launcher.py), run against a fake docker.
+
+The launcher runs as a subprocess with a PATH whose first entry holds a fake `docker`: it
+records every argv (one JSON list a line in `calls`) and answers from files the test
+writes beside it. _converge comes from the checkout (.collections on PYTHONPATH), the way
+the launcher's fallback import expects; one test runs it beside a copy of _converge.py,
+as the role installs it on a node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge
+
+ROOT = Path(__file__).resolve().parents[3]
+LAUNCHER = ROOT / "roles" / "sglang_node" / "files" / "sparkfleet_launcher.py"
+CONVERGE = ROOT / "plugins" / "module_utils" / "_converge.py"
+
+NAME = "qwen38-tp4-r1"
+IMAGE = "sparkfleet-twin/sglang:0.5.9"
+IMAGE_ID = "sha256:" + "ab" * 32
+GID = "0000:0000:0000:0000:0000:ffff:c0a8:6401"
+LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ sparkfleet-sglang\[" + re.escape(NAME) + r"\]: (.*)$"
+)
+
+# docker, as far as the launcher asks it. Answers come from files in its own directory:
+# images (ids, one a line), tag_id (what the tag names), container ("<state> <label>"),
+# ps (names), logs (stdout of docker logs), fail_<verb> (exit code of that verb).
+FAKE_DOCKER = """#!{python}
+import json, os, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+with open(os.path.join(here, "calls"), "a") as fh:
+    fh.write(json.dumps(args) + "\\n")
+
+
+def answer(name):
+    path = os.path.join(here, name)
+    if os.path.exists(path):
+        with open(path) as fh:
+            return fh.read()
+    return None
+
+
+fail = answer("fail_" + args[0])
+if fail:
+    sys.stderr.write("fake docker: " + args[0] + " fails\\n")
+    sys.exit(int(fail))
+if args[:2] == ["image", "inspect"]:
+    if "--format" in args:
+        tagged = answer("tag_id")
+        if tagged is None:
+            sys.stderr.write("Error: No such image\\n")
+            sys.exit(1)
+        print(tagged.strip())
+    elif args[-1] not in (answer("images") or "").split():
+        print("[]")
+        sys.stderr.write("Error: No such image: " + args[-1] + "\\n")
+        sys.exit(1)
+    else:
+        print("[{{}}]")
+elif args[:2] == ["container", "inspect"]:
+    container = answer("container")
+    if container is None:
+        print()
+        sys.stderr.write("Error: No such container: " + args[-1] + "\\n")
+        sys.exit(1)
+    print(container.strip() if "--format" in args else "[{{}}]")
+elif args[0] == "ps":
+    sys.stdout.write(answer("ps") or "")
+elif args[0] == "logs":
+    sys.stdout.write(answer("logs") or "")
+    sys.stderr.write("stderr line api_key='from-stderr' end\\n")
+elif args[0] == "run":
+    print("f00d" * 16)
+"""
+
+
+class Node:
+    """A node in a temp dir: sysfs, the env and patch files, the rank JSON and a fake docker."""
+
+    def __init__(self, root):
+        self.root = root
+        self.bin = root / "bin"
+        self.bin.mkdir()
+        docker = self.bin / "docker"
+        docker.write_text(FAKE_DOCKER.format(python=sys.executable))
+        docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+        self.sysfs = root / "sys" / "class" / "net"
+        (self.sysfs / "enp1s0f0np0").mkdir(parents=True)
+        self.mtu_file = self.sysfs / "enp1s0f0np0" / "mtu"
+        self.mtu_file.write_text("9000\n")
+        ib = root / "sys" / "class" / "infiniband" / "rocep1s0f0" / "ports" / "1"
+        (ib / "gids").mkdir(parents=True)
+        (ib / "gid_attrs" / "types").mkdir(parents=True)
+        self.gid_file = ib / "gids" / "3"
+        self.gid_file.write_text(GID + "\n")
+        self.type_file = ib / "gid_attrs" / "types" / "3"
+        self.type_file.write_text("RoCE v2\n")
+        self.env_file = root / "etc" / "sglang.env"
+        self.env_file.parent.mkdir()
+        self.env_file.write_text("SGLANG_API_KEY=secret\n")
+        patches = root / "patches" / "p1"
+        patches.mkdir(parents=True)
+        self.patches = [patches / "a.py", patches / "b.py"]
+        for i, path in enumerate(self.patches):
+            path.write_text(f"# HARDEN-PATCH fix{i}\nx = {i}\n")
+        self.log_dir = root / "log"
+        self.mark = root / "lib" / "stopped"
+        self.engine_log = self.log_dir / f"{NAME}.log"
+        self.config = root / "rank.json"
+        self.cfg = {
+            "name": NAME,
+            "launcher": "/usr/local/sbin/sparkfleet-sglang",
+            "rank": 1,
+            "image": IMAGE,
+            "image_id": IMAGE_ID,
+            "env_file": str(self.env_file),
+            "log_dir": str(self.log_dir),
+            "stopped_mark": str(self.mark),
+            "stop_timeout_s": 120,
+            "log_max_size": "100m",
+            "log_max_files": 5,
+            "patch_files": [str(p) for p in self.patches],
+            "sysfs_net": str(self.sysfs),
+            "node": {
+                "iface": "enp1s0f0np0",
+                "mtu": 9000,
+                "gid": {
+                    "gid_file": str(self.gid_file),
+                    "type_file": str(self.type_file),
+                    "index": 3,
+                    "gid": GID,
+                    "roce_version": 2,
+                    "hca": "rocep1s0f0",
+                    "port": 1,
+                    "address": "192.168.100.1",
+                },
+            },
+            "docker_args": [
+                "--network",
+                "host",
+                "--env-file",
+                str(self.env_file),
+                "-e",
+                "NCCL_IB_GID_INDEX=3",
+                "-v",
+                f"{self.patches[0]}:/sgl/a.py:ro",
+            ],
+            "command": [
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--tp",
+                "4",
+                "--api-key-file",
+                "x",
+            ],
+        }
+        self.write_config()
+        self.answer("images", IMAGE_ID + "\n")
+        self.answer("tag_id", IMAGE_ID + "\n")
+
+    def write_config(self):
+        self.config.write_text(json.dumps(self.cfg, indent=2))
+
+    def answer(self, name, text):
+        (self.bin / name).write_text(text)
+
+    def forget(self, name):
+        (self.bin / name).unlink(missing_ok=True)
+
+    def calls(self):
+        path = self.bin / "calls"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def env(self, **extra):
+        env = dict(os.environ)
+        env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONPATH"] = str(ROOT / ".collections")
+        env.pop("SPARKFLEET_RANK_CONFIG", None)
+        env.update(extra)
+        return env
+
+    def run(self, *args, launcher=LAUNCHER, **extra):
+        return subprocess.run(
+            [sys.executable, str(launcher), "--config", str(self.config), *args],
+            capture_output=True,
+            text=True,
+            env=self.env(**extra),
+            timeout=60,
+            check=False,
+        )
+
+    def launch_log(self):
+        path = self.log_dir / "launch.log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        messages = []
+        for line in lines:
+            match = LOG_LINE.match(line)
+            assert match, line
+            messages.append(match.group(1))
+        return messages
+
+    def expected_hash(self):
+        files = [self.config, self.env_file, *self.patches]
+        return _converge.launch_config_hash([_converge.file_sha256(str(f)) for f in files])
+
+
+@pytest.fixture
+def node(tmp_path):
+    return Node(tmp_path)
+
+
+# --- config-hash and show --------------------------------------------------------------
+
+
+def test_config_hash_is_the_shared_rule_of_json_env_and_patches(node):
+    out = node.run("config-hash")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == node.expected_hash() + "\n"
+    assert re.fullmatch(r"[0-9a-f]{16}", out.stdout.strip())
+    # The order is the rule: the JSON file, the env file, each patch file in order.
+    shas = [_converge.file_sha256(str(f)) for f in (node.config, node.env_file, *node.patches)]
+    assert out.stdout.strip() == _converge.launch_config_hash(shas)
+    assert out.stdout.strip() != _converge.launch_config_hash([shas[1], shas[0], *shas[2:]])
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["json", "env", "patch"],
+)
+def test_config_hash_changes_with_each_kind_of_file(node, change):
+    before = node.run("config-hash").stdout.strip()
+    if change == "json":
+        node.cfg["command"].append("--enable-metrics")
+        node.write_config()
+    elif change == "env":
+        node.env_file.write_text("SGLANG_API_KEY=other\n")
+    else:
+        node.patches[1].write_text("# HARDEN-PATCH fix1 v2\n")
+    after = node.run("config-hash").stdout.strip()
+    assert after != before
+    assert after == node.expected_hash()
+
+
+def test_config_hash_installed_beside_converge(node, tmp_path):
+    """On a node the launcher imports the _converge.py copied beside it (no collection)."""
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    shutil.copy(LAUNCHER, sbin / "sparkfleet_launcher.py")
+    shutil.copy(CONVERGE, sbin / "_converge.py")
+    out = subprocess.run(
+        [sys.executable, str(sbin / "sparkfleet_launcher.py"), "config-hash"],
+        capture_output=True,
+        text=True,
+        env=dict(node.env(SPARKFLEET_RANK_CONFIG=str(node.config)), PYTHONPATH=""),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == node.expected_hash()
+
+
+def test_show_prints_the_exact_run_argv(node):
+    out = node.run("show")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        NAME,
+        "--label",
+        f"sparkfleet.config={node.expected_hash()}",
+        "--label",
+        "sparkfleet.rank=1",
+        "--label",
+        f"sparkfleet.image-id={IMAGE_ID}",
+        "--label",
+        "sparkfleet.launcher=/usr/local/sbin/sparkfleet-sglang",
+        "--log-opt",
+        "max-size=100m",
+        "--log-opt",
+        "max-file=5",
+        "--network",
+        "host",
+        "--env-file",
+        str(node.env_file),
+        "-e",
+        "NCCL_IB_GID_INDEX=3",
+        "-v",
+        f"{node.patches[0]}:/sgl/a.py:ro",
+        IMAGE_ID,
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--tp",
+        "4",
+        "--api-key-file",
+        "x",
+    ]
+    # show only prints: docker is not asked to run anything.
+    assert not [c for c in node.calls() if c[0] in ("run", "rm", "stop")]
+
+
+# --- check -----------------------------------------------------------------------------
+
+
+def test_check_passes(node):
+    out = node.run("check")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "ok\n"
+    assert out.stderr == ""
+    assert ["image", "inspect", IMAGE_ID] in node.calls()
+    assert node.launch_log() == []
+
+
+def test_check_passes_without_a_gid(node):
+    node.cfg["node"]["gid"] = None
+    node.write_config()
+    node.gid_file.write_text("0000:moved\n")
+    out = node.run("check")
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
+
+
+def _assert_refused(node, out, reason):
+    assert out.returncode == 1
+    assert out.stdout == ""
+    last = out.stderr.splitlines()[-1]
+    match = LOG_LINE.match(last)
+    assert match, last
+    assert match.group(1) == f"REFUSED: {reason}"
+    assert node.launch_log()[-1] == f"REFUSED: {reason}"
+
+
+def test_check_refuses_a_low_mtu(node):
+    node.mtu_file.write_text("1500\n")
+    _assert_refused(
+        node,
+        node.run("check"),
+        "enp1s0f0np0 MTU is 1500, below 9000: RDMA over this path would fail; "
+        "re-run site.yml (roce role) or fix the NIC",
+    )
+
+
+def test_check_refuses_an_unreadable_mtu_as_zero(node):
+    node.mtu_file.unlink()
+    _assert_refused(
+        node,
+        node.run("check"),
+        "enp1s0f0np0 MTU is 0, below 9000: RDMA over this path would fail; "
+        "re-run site.yml (roce role) or fix the NIC",
+    )
+
+
+def test_check_accepts_a_larger_mtu(node):
+    node.mtu_file.write_text("9216\n")
+    assert node.run("check").stdout == "ok\n"
+
+
+@pytest.mark.parametrize(
+    ("gid", "kind", "held"),
+    [
+        ("fe80:0000:0000:0000:0000:0000:0000:0001\n", "RoCE v2\n", None),
+        (GID + "\n", "IB/RoCE v1\n", None),
+        (None, "RoCE v2\n", "missing (RoCE v2)"),
+        (GID + "\n", None, f"{GID} (unreadable)"),
+    ],
+    ids=["wrong-gid", "wrong-type", "gid-missing", "type-unreadable"],
+)
+def test_check_refuses_a_moved_gid(node, gid, kind, held):
+    for path, text in ((node.gid_file, gid), (node.type_file, kind)):
+        if text is None:
+            path.unlink()
+        else:
+            path.write_text(text)
+    held = held or f"{gid.strip()} ({kind.strip()})"
+    _assert_refused(
+        node,
+        node.run("check"),
+        f"GID index 3 of rocep1s0f0 port 1 now holds {held}, not the RoCE v2 GID of "
+        "192.168.100.1: the table moved (reboot or hardware swap); re-run site.yml to rediscover",
+    )
+
+
+@pytest.mark.parametrize("how", ["unpatched", "empty", "missing"])
+def test_check_refuses_an_unpatched_file(node, how):
+    path = node.patches[1]
+    if how == "unpatched":
+        path.write_text("x = 1\n")
+    elif how == "empty":
+        path.write_text("")
+    else:
+        path.unlink()
+    _assert_refused(
+        node,
+        node.run("check"),
+        f"patch file {path} is missing or not patched; re-run site.yml (sglang_patches role)",
+    )
+
+
+def test_check_refuses_a_missing_env_file(node):
+    node.env_file.unlink()
+    _assert_refused(
+        node,
+        node.run("check"),
+        f"{node.env_file} is missing; re-run site.yml (sglang_node role)",
+    )
+
+
+def test_check_refuses_a_missing_image(node):
+    node.answer("images", "sha256:other\n")
+    _assert_refused(
+        node,
+        node.run("check"),
+        f"image {IMAGE_ID} (the {IMAGE} the patches were cut from) is no longer on this node; "
+        f"load that image again, or re-run site.yml to patch the image {IMAGE} now names",
+    )
+
+
+@pytest.mark.parametrize("tagged", ["sha256:" + "cd" * 32, None])
+def test_check_only_logs_a_moved_tag(node, tagged):
+    if tagged:
+        node.answer("tag_id", tagged + "\n")
+    else:
+        node.forget("tag_id")
+    out = node.run("check")
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
+    message = (
+        f"{IMAGE} now points at {tagged or 'absent'}, not {IMAGE_ID}: running {IMAGE_ID} "
+        "(what the patches were cut from); re-run site.yml to move to the new image"
+    )
+    assert node.launch_log() == [message]
+    assert LOG_LINE.match(out.stderr.splitlines()[-1]).group(1) == message
+    assert ["image", "inspect", "--format", "{{.Id}}", IMAGE] in node.calls()
+
+
+# --- status ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("container", "mark", "want"),
+    [
+        (None, False, "absent"),
+        ("", False, "absent"),
+        ("exited -", False, "exited"),
+        ("exited LABEL", True, "stopped"),
+        (None, True, "stopped"),
+        ("paused LABEL", False, "paused"),
+        ("paused LABEL", True, "paused"),
+        ("created -", False, "created"),
+        ("running LABEL", False, "running current"),
+        ("running LABEL", True, "running current"),
+        ("running 0123456789abcdef", False, "running stale"),
+        ("running -", False, "running stale"),
+    ],
+)
+def test_status(node, container, mark, want):
+    if container is not None:
+        node.answer("container", container.replace("LABEL", node.expected_hash()) + "\n")
+    if mark:
+        node.mark.parent.mkdir(parents=True)
+        node.mark.write_text("2026-12-05T09:00:00Z by test\n")
+    out = node.run("status")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == want + "\n"
+    inspects = [c for c in node.calls() if c[:2] == ["container", "inspect"]]
+    assert inspects == [
+        [
+            "container",
+            "inspect",
+            "--format",
+            '{{.State.Status}} {{or (index .Config.Labels "sparkfleet.config") "-"}}',
+            NAME,
+        ]
+    ]
+
+
+def test_status_is_stale_once_the_json_changes(node):
+    node.answer("container", f"running {node.expected_hash()}\n")
+    assert node.run("status").stdout == "running current\n"
+    node.cfg["stop_timeout_s"] = 60
+    node.write_config()
+    assert node.run("status").stdout == "running stale\n"
+
+
+# --- stop ------------------------------------------------------------------------------
+
+
+def test_stop_is_remembered(node):
+    node.answer("container", "running x\n")
+    out = node.run("stop", USER="alice", SUDO_USER="bob")
+    assert out.returncode == 0, out.stderr
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ by bob\n", node.mark.read_text())
+    calls = node.calls()
+    assert ["stop", "--time", "120", NAME] in calls
+    assert ["rm", "-f", NAME] in calls
+    assert calls.index(["stop", "--time", "120", NAME]) < calls.index(["rm", "-f", NAME])
+    assert node.launch_log() == [f"stopped {NAME} (deliberate)"]
+
+
+@pytest.mark.parametrize(
+    ("env", "who"), [({"USER": "alice", "SUDO_USER": ""}, "alice"), ({"USER": ""}, "root")]
+)
+def test_stop_mark_names_who(node, env, who):
+    out = node.run("stop", **env)
+    assert out.returncode == 0, out.stderr
+    assert node.mark.read_text().endswith(f" by {who}\n")
+    # No container: nothing stopped, nothing logged.
+    assert not [c for c in node.calls() if c[0] in ("stop", "rm")]
+    assert node.launch_log() == []
+
+
+def test_stop_restart_is_not_remembered(node):
+    node.answer("container", "running x\n")
+    out = node.run("stop", "--restart")
+    assert out.returncode == 0, out.stderr
+    assert not node.mark.exists()
+    assert ["rm", "-f", NAME] in node.calls()
+    assert node.launch_log() == [f"stopped {NAME} (restart)"]
+
+
+def test_stop_removes_this_launchers_other_ranks(node):
+    node.answer("ps", f"qwen-old-r1\n{NAME}\n")
+    out = node.run("stop", "--restart")
+    assert out.returncode == 0, out.stderr
+    calls = node.calls()
+    assert [
+        "ps",
+        "-a",
+        "--filter",
+        "label=sparkfleet.rank",
+        "--filter",
+        "label=sparkfleet.launcher=/usr/local/sbin/sparkfleet-sglang",
+        "--format",
+        "{{.Names}}",
+    ] in calls
+    assert ["stop", "--time", "120", "qwen-old-r1"] in calls
+    assert ["rm", "-f", "qwen-old-r1"] in calls
+    assert ["rm", "-f", NAME] not in calls
+    assert node.launch_log() == [
+        f"removed qwen-old-r1, a rank of an earlier profile (this rank is now {NAME})"
+    ]
+
+
+# --- start -----------------------------------------------------------------------------
+
+
+def test_start_runs_the_shown_argv_and_follows_the_log(node):
+    node.mark.parent.mkdir(parents=True)
+    node.mark.write_text("by test\n")
+    node.answer("container", "exited -\n")
+    node.answer("ps", f"qwen-old-r1\n{NAME}\n")
+    node.answer("logs", "booting api_key='secret' up\n")
+    shown = node.run("show").stdout.splitlines()
+    out = node.run("start")
+    assert out.returncode == 0, out.stderr
+    assert not node.mark.exists()
+    calls = node.calls()
+    run = [c for c in calls if c[0] == "run"]
+    assert run == [shown[1:]]
+    assert calls.index(["rm", "-f", "qwen-old-r1"]) < calls.index(["rm", "-f", NAME])
+    assert calls.index(["rm", "-f", NAME]) < calls.index(run[0])
+    assert node.launch_log() == [
+        f"removed qwen-old-r1, a rank of an earlier profile (this rank is now {NAME})",
+        f"removed leftover container {NAME}",
+        f"started {NAME} (rank 1, config {node.expected_hash()}), log {node.engine_log}",
+    ]
+    # The detached follower keeps the engine log (masked).
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if node.engine_log.exists() and "end\n" in node.engine_log.read_text():
+            break
+        time.sleep(0.1)
+    assert "booting api_key='***' up\n" in node.engine_log.read_text()
+    assert ["logs", "--follow", "--timestamps", NAME] in node.calls()
+
+
+def test_start_refuses_before_touching_anything(node):
+    node.mtu_file.write_text("1500\n")
+    node.mark.parent.mkdir(parents=True)
+    node.mark.write_text("by test\n")
+    out = node.run("start")
+    assert out.returncode == 1
+    assert node.mark.exists()
+    assert not [c for c in node.calls() if c[0] in ("run", "rm", "stop", "ps")]
+    assert node.launch_log()[-1].startswith("REFUSED: enp1s0f0np0 MTU is 1500")
+
+
+def test_start_fails_with_dockers_code(node):
+    node.answer("fail_run", "125")
+    out = node.run("start")
+    assert out.returncode == 125
+    assert "fake docker: run fails" in out.stderr
+    assert not any(m.startswith("started") for m in node.launch_log())
+
+
+# --- follow-log and tail ---------------------------------------------------------------
+
+
+def test_follow_log_masks_the_api_key(node):
+    node.log_dir.mkdir()
+    node.engine_log.write_text("earlier line\n")
+    os.chmod(node.engine_log, 0o600)
+    node.answer(
+        "logs",
+        "2026-12-05T09:00:00Z server_args=ServerArgs(api_key='secret', port=30000) "
+        "admin_api_key='other'\nplain line\n",
+    )
+    out = node.run("follow-log")
+    assert out.returncode == 0, out.stderr
+    text = node.engine_log.read_text()
+    assert "secret" not in text
+    assert "other'" not in text
+    assert "from-stderr" not in text
+    assert text.splitlines()[0] == "earlier line"
+    assert (
+        "2026-12-05T09:00:00Z server_args=ServerArgs(api_key='***', port=30000) "
+        "admin_api_key='***'\n"
+    ) in text
+    assert "plain line\n" in text
+    assert "stderr line api_key='***' end\n" in text
+    assert node.calls() == [["logs", "--follow", "--timestamps", NAME]]
+
+
+def test_follow_log_creates_a_private_log(node):
+    node.log_dir.mkdir()
+    node.answer("logs", "hello\n")
+    out = node.run("follow-log")
+    assert out.returncode == 0, out.stderr
+    assert stat.S_IMODE(node.engine_log.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("lines", ["abc", "-5", "1.5", "5 ", " 5"])
+def test_tail_rejects_a_non_number(node, lines):
+    node.log_dir.mkdir()
+    node.engine_log.write_text("a\nb\n")
+    out = node.run("tail", lines)
+    assert out.returncode == 2
+    assert out.stderr == "tail: LINES must be a number\n"
+    assert out.stdout == ""
+
+
+def test_tail_prints_the_last_lines(node):
+    node.log_dir.mkdir()
+    node.engine_log.write_text("".join(f"line {i}\n" for i in range(300)))
+    three = node.run("tail", "3")
+    assert (three.returncode, three.stdout) == (0, "line 297\nline 298\nline 299\n")
+    default = node.run("tail")
+    assert default.stdout.splitlines() == [f"line {i}" for i in range(100, 300)]
+    assert node.run("tail", "0").stdout == ""
+    assert node.run("tail", "1000").stdout.count("\n") == 300
+
+
+def test_tail_of_a_big_log_and_an_unterminated_line(node):
+    node.log_dir.mkdir()
+    node.engine_log.write_text("x" * 200_000 + "\n" + "".join(f"l{i}\n" for i in range(5)) + "tail")
+    assert node.run("tail", "2").stdout == "l4\ntail"
+    assert node.run("tail", "7").stdout == "x" * 200_000 + "\n" + "l0\nl1\nl2\nl3\nl4\ntail"
+
+
+def test_tail_without_a_log_prints_nothing(node):
+    out = node.run("tail", "10")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+# --- usage -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [[], ["restart"], ["--help"]])
+def test_unknown_verb_prints_usage(node, args):
+    out = node.run(*args)
+    assert out.returncode == 2
+    assert out.stderr == (
+        "usage: sparkfleet-sglang "
+        "start|check|stop [--restart]|status|tail [LINES]|show|config-hash\n"
+    )
+    assert node.calls() == []
+
+
+def test_config_from_the_environment(node):
+    out = subprocess.run(
+        [sys.executable, str(LAUNCHER), "config-hash"],
+        capture_output=True,
+        text=True,
+        env=node.env(SPARKFLEET_RANK_CONFIG=str(node.config)),
+        check=False,
+    )
+    assert out.stdout.strip() == node.expected_hash()
+
+
+def test_an_unreadable_config_is_refused(node):
+    node.config.unlink()
+    out = node.run("check")
+    assert out.returncode == 1
+    assert "REFUSED: cannot read the rank configuration" in out.stderr.splitlines()[-1]
+    assert node.calls() == []
