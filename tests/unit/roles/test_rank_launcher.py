@@ -298,22 +298,10 @@ def test_show_prints_the_exact_run_argv(node):
         "max-size=100m",
         "--log-opt",
         "max-file=5",
-        "--network",
-        "host",
-        "--env-file",
-        str(node.env_file),
-        "-e",
-        "NCCL_IB_GID_INDEX=3",
-        "-v",
-        f"{node.patches[0]}:/sgl/a.py:ro",
+        # The rank's own options, the image id the patches came from, its command.
+        *node.cfg["docker_args"],
         IMAGE_ID,
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--tp",
-        "4",
-        "--api-key-file",
-        "x",
+        *node.cfg["command"],
     ]
     # show only prints: docker is not asked to run anything.
     assert not [c for c in node.calls() if c[0] in ("run", "rm", "stop")]
