@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install and start what the twin and the tests need on a fresh Debian 12 machine:
-# docker.io (daemon), debootstrap (node images), shellcheck (lint). Idempotent.
+# docker.io (daemon), debootstrap (node images), shellcheck (lint), promtool (alert rule
+# tests). Idempotent.
 set -euo pipefail
 
 log() { printf 'host-deps: %s\n' "$*"; }
@@ -16,6 +17,20 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   log "docker.io, debootstrap and shellcheck present"
+fi
+
+# promtool (the alert rules' tests): Debian's prometheus package, unpacked for that one
+# binary; installing the package would start a Prometheus server on this machine.
+if ! command -v promtool >/dev/null 2>&1; then
+  log "installing promtool from Debian's prometheus package"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && apt-get download -qq prometheus 2>/dev/null) || {
+    apt-get update -qq
+    (cd "$work" && apt-get download -qq prometheus)
+  }
+  dpkg-deb -x "$work"/prometheus_*.deb "$work/root"
+  install -m 0755 "$work/root/usr/bin/promtool" /usr/local/bin/promtool
 fi
 
 if docker info >/dev/null 2>&1; then

@@ -5,6 +5,7 @@ Run on the head: docker exec -i spark-1 python3 - MODE ARGS < wd_probe.py
   obs AFTER KIND TIMEOUT       wait for an observation newer than AFTER of KIND (or 'any')
   restart AFTER TIMEOUT        wait for a restart decided after AFTER that ended (any rc)
   gaveup TIMEOUT               wait for the gave-up marker
+  reboot TIMEOUT               wait for the reboot-required marker
 Prints one JSON object: the state file, the markers and what was waited for.
 """
 
@@ -23,7 +24,7 @@ def snapshot():
     except (OSError, ValueError):
         state = {}
     out = {"now": time.time(), "state": state}
-    for name in ("paused", "gave-up"):
+    for name in ("paused", "gave-up", "reboot-required"):
         path = os.path.join(STATE_DIR, name)
         out[name] = None
         if os.path.exists(path):
@@ -70,6 +71,8 @@ def main(mode, *args):
         snap, rc = wait(pred, timeout)
     elif mode == "gaveup":
         snap, rc = wait(lambda s: s["gave-up"], float(args[0]))
+    elif mode == "reboot":
+        snap, rc = wait(lambda s: s["reboot-required"], float(args[0]))
     else:
         raise SystemExit("unknown mode " + mode)
     print(json.dumps(snap))

@@ -221,3 +221,38 @@ LIVE = {
     "image": image_reasons,
     "rank": rank_reasons,
 }
+
+
+# --- memory: the one rule of "can this node hold the rank's engine now" ----------------
+# Read by spark_node_info (the preflight host check) and by the launcher's memcheck (after
+# the cluster control stopped every rank, before it starts any).
+
+
+def mem_available(meminfo="/proc/meminfo"):
+    """MemAvailable of ``meminfo`` in bytes; None when it cannot be read."""
+    try:
+        with open(meminfo, encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                key, _sep, value = line.partition(":")
+                if key == "MemAvailable":
+                    number, _sep, unit = value.strip().partition(" ")
+                    return int(number) * (1024 if unit.lower() == "kb" else 1)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def memory_problem(host, need, free, setting, counted, fix):
+    """The shortfall of one node as one line naming host, figures and fix; None when enough.
+
+    ``need``: bytes the rank's container may use (the profile's container.memory);
+    ``free``: bytes available for it (None: could not be read, counted as none);
+    ``setting``: the profile value, as written; ``counted``: what ``free`` is made of.
+    """
+    if not need or (free is not None and free >= need):
+        return None
+    gib = 1024**3
+    return (
+        f"{host}: the container's memory limit (container.memory {setting}) needs "
+        f"{need / gib:.1f} GiB but {(free or 0) / gib:.1f} GiB is available ({counted}); fix: {fix}"
+    )

@@ -10,6 +10,7 @@ per-node launch script, and unit-tested against the seed recipes.
 
 from __future__ import annotations
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import memory_problem
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
     defaults,
     server_flags,
@@ -356,17 +357,17 @@ def host_problems(
                     "stage fetch it (model_weights_enabled, model_repo and model_revision)",
                 )
             )
-    if need["memory"]:
-        free = int(probe.get("mem_available") or 0) + int(probe.get("mem_held") or 0)
-        if free < need["memory"]:
-            gib = 1024**3
-            problems.append(
-                f"{host}: the container's memory limit (container.memory "
-                f"{profile['container']['memory']}) needs {need['memory'] / gib:.1f} GiB but "
-                f"{free / gib:.1f} GiB is available (MemAvailable plus what this rank's engine "
-                "holds now); fix: stop what else uses the memory (a leaked engine: drop the page "
-                "cache or reboot), or lower container.memory"
-            )
+    short = memory_problem(
+        host,
+        need["memory"],
+        int(probe.get("mem_available") or 0) + int(probe.get("mem_held") or 0),
+        profile["container"]["memory"] if need["memory"] else None,
+        "MemAvailable plus what this rank's engine holds now",
+        "stop what else uses the memory (a leaked engine: drop the page cache or reboot), "
+        "or lower container.memory",
+    )
+    if short:
+        problems.append(short)
     return problems
 
 
@@ -402,7 +403,9 @@ def rank_config(profile, rank, paths, env, patches, roce, command):
     docker_args += container_volumes(profile)
     for host, inside in [*patches["mounts"], *patches["pyc_masks"]]:
         docker_args += ["-v", f"{host}:{inside}:ro"]
+    memory = host_requirements(profile)["memory"]
     return {
+        "host": rank["host"],
         "name": rank["name"],
         "launcher": rank["launcher"],
         "rank": int(rank["rank"]),
@@ -416,6 +419,12 @@ def rank_config(profile, rank, paths, env, patches, roce, command):
         "log_max_files": int(rank["log_max_files"]),
         "patch_files": [host for host, _inside in patches["mounts"]],
         "node": {"iface": roce["iface"], "mtu": int(roce["mtu"]), "gid": gid},
+        # memcheck (after every rank stopped): MemAvailable of meminfo must cover need_bytes.
+        "memory": {
+            "meminfo": paths["meminfo"],
+            "need_bytes": int(memory),
+            "setting": str(profile["container"]["memory"]) if memory else None,
+        },
         "docker_args": docker_args,
         "command": [str(arg) for arg in command],
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import re
 import secrets
 import socket
@@ -28,6 +29,11 @@ DEFAULT_CHECKS = ("health", "models")
 HEALTH_PATH = "/health"
 MODELS_PATH = "/v1/models"
 CHAT_PATH = "/v1/chat/completions"
+METRICS_PATH = "/metrics"
+# SGLang's own metric names (--enable-metrics; python/sglang/srt/metrics/collector.py):
+# the requests being decoded now (gauge) and the tokens generated so far (counter).
+RUNNING_REQS_METRIC = "sglang:num_running_reqs"
+GENERATION_TOKENS_METRIC = "sglang:generation_tokens_total"
 
 EXACT_PREFIX = "SPARKFLEET-"
 EXACT_PROMPT = "Reply with exactly this string and nothing else: {token}"
@@ -45,6 +51,8 @@ API_KEY_HINT = (
     "the server was launched with (--api-key)"
 )
 
+# One sample line of the Prometheus text format: name, optional {labels}, value.
+_SAMPLE_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?[ \t]+(\S+)")
 _MATH_RE = re.compile(r"(?<![\d.])" + MATH_ANSWER + r"(?!\d|\.\d)")
 
 
@@ -249,6 +257,46 @@ def median_rate(runs):
     if not rates:
         return None
     return round(statistics.median(rates), 2)
+
+
+def metric_sums(text, names):
+    """{name: sum over all its series} of the named metrics in a Prometheus text exposition.
+
+    A metric with several series (one per model, TP rank or label set) is summed; a
+    name that does not appear is left out; a value that is not a number is skipped.
+    """
+    sums = {}
+    for line in text.splitlines():
+        match = _SAMPLE_RE.match(line.strip())
+        if not match or match.group(1) not in names:
+            continue
+        try:
+            value = float(match.group(3))
+        except ValueError:
+            continue
+        if not math.isnan(value):  # NaN is no reading
+            sums[match.group(1)] = sums.get(match.group(1), 0.0) + value
+    return sums
+
+
+def progress(client, timeout=None):
+    """The server's decode progress from its /metrics, or None when it cannot be read.
+
+    {"running": requests being decoded, "tokens": tokens generated so far}. None: the
+    server does not answer /metrics with 200 (metrics off) or lacks either metric.
+    """
+    try:
+        answer = client.request("GET", METRICS_PATH, timeout=timeout)
+    except TransportError:
+        return None
+    if answer.status != 200:
+        return None
+    sums = metric_sums(
+        answer.body.decode("utf-8", "replace"), (RUNNING_REQS_METRIC, GENERATION_TOKENS_METRIC)
+    )
+    if len(sums) < 2:
+        return None
+    return {"running": sums[RUNNING_REQS_METRIC], "tokens": sums[GENERATION_TOKENS_METRIC]}
 
 
 def describe_transport_error(exc, timeout=None):

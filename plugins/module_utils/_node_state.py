@@ -298,20 +298,6 @@ def cdi_specs(dirs, device="nvidia.com/gpu"):
     return found
 
 
-def mem_available(meminfo="/proc/meminfo"):
-    """MemAvailable of ``meminfo`` in bytes; None when it cannot be read."""
-    try:
-        with open(meminfo, encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                key, _sep, value = line.partition(":")
-                if key == "MemAvailable":
-                    number, _sep, unit = value.strip().partition(" ")
-                    return int(number) * (1024 if unit.lower() == "kb" else 1)
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def docker_info_record(rc, out, err):
     """Daemon version and runtime names from ``docker info --format '{{json .}}'``.
 

@@ -201,6 +201,15 @@ FIELDS = (
     ),
     _f("port", "int", "API port (C(--port)).", flag="--port", owned=True),
     _f(
+        "enable_metrics",
+        "bool",
+        "Serve SGLang's Prometheus metrics on C(/metrics) (C(--enable-metrics), after the "
+        "seed's flags). The scrape targets and the watchdog's stall check read them.",
+        flag="--enable-metrics",
+        default=True,
+        owned=True,
+    ),
+    _f(
         "extra_args",
         "list",
         "Further C(launch_server) flags, appended as given.",

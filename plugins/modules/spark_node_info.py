@@ -288,6 +288,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import mem_available
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import size_bytes
 from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import (
     PING_OVERHEAD,
@@ -297,7 +298,6 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state imp
     docker_records,
     gid_record,
     json_record,
-    mem_available,
     nic_records,
     path_kind,
     path_record,

@@ -149,6 +149,40 @@ def test_parallel_streams_then_queue(healthy):
     assert wave(8) >= 1.9
 
 
+def _progress(url):
+    """(running requests, generated tokens) from the head's /metrics, as SGLang names them."""
+    status, text = request(f"{url}/metrics")
+    assert status == 200
+    values = {}
+    for line in text.splitlines():
+        match = re.match(r"^(sglang:[a-z_]+)\{[^}]*\} (\S+)$", line)
+        if match:
+            values[match.group(1)] = float(match.group(2))
+    return values["sglang:num_running_reqs"], values["sglang:generation_tokens_total"]
+
+
+def test_a_spinning_head_answers_health_but_generates_nothing(healthy):
+    """The wedge /health hides: requests stay running, the token counter stands still."""
+    head = healthy.node(0)
+    url = healthy.url(0)
+    docker("exec", head, "touch", "/tmp/sparksim-spin")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            reply = pool.submit(chat, url, "write a long story", 400, KEY, timeout=60)
+            assert wait_for(lambda: _progress(url)[0] >= 1, 10)
+            running, tokens = _progress(url)
+            time.sleep(2)
+            assert request(f"{url}/health")[0] == 200
+            assert _progress(url) == (running, tokens)
+            assert not reply.done()
+            docker("exec", head, "rm", "/tmp/sparksim-spin")
+            status, _body = reply.result(timeout=30)
+        assert status == 200
+        assert _progress(url)[1] >= tokens + 400
+    finally:
+        docker("exec", head, "rm", "-f", "/tmp/sparksim-spin", check=False)
+
+
 def test_missing_rank_never_serves(cluster_factory):
     cluster = cluster_factory("missing", flags=["--watchdog-timeout", "2"]).start(ranks=[0])
     assert wait_for(lambda: "Rendezvous: waiting for rank(s) 1" in cluster.logs(0), 15)

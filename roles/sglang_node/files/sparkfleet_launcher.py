@@ -11,6 +11,8 @@ one-line wrapper at the launcher path (sglang_node_bin) that runs it as
                     container, run the rank, keep its log (follow-log, detached)
   check             refuse what would fail: the MTU, a moved GID row, an unpatched
                     file, a missing env file or image; prints ok
+  memcheck          (every rank stopped) refuse when MemAvailable does not cover the
+                    profile's container.memory: a reboot is needed; prints ok
   stop [--restart]  stop and remove the rank; a deliberate stop (no --restart) is
                     remembered by the stopped mark until the next start
   status            running current|running stale|stopped|<docker state>|absent
@@ -45,7 +47,7 @@ except ImportError:  # the checkout's unit tests run this file from roles/sglang
     from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge
 
 DEFAULT_CONFIG = "/etc/sparkfleet/rank.json"
-USAGE = "start|check|stop [--restart]|status|tail [LINES]|show|config-hash"
+USAGE = "start|check|memcheck|stop [--restart]|status|tail [LINES]|show|config-hash"
 EX_REFUSED = 1
 EX_USAGE = 2
 
@@ -136,6 +138,8 @@ class Rank:
         self.gid = node.get("gid")
         self.sysfs_net = str(cfg.get("sysfs_net") or "/sys/class/net")
         self.docker_args = [str(a) for a in cfg["docker_args"]]
+        self.host = str(cfg["host"])
+        self.memory = dict(cfg["memory"])
         self.command = [str(a) for a in cfg["command"]]
 
     @classmethod
@@ -271,6 +275,28 @@ class Rank:
                 f"{self.image_id} (what the patches were cut from); re-run site.yml to move "
                 "to the new image"
             )
+
+    def memcheck(self):
+        """After every rank stopped: does MemAvailable cover what the rank may use?
+
+        The collection's one memory rule (_converge.memory_problem, also the preflight
+        host check's). A crashed engine's share of the GB10's unified memory can stay
+        taken; starting into it loops until the node stops answering.
+        """
+        meminfo = str(self.memory["meminfo"])
+        free = _converge.mem_available(meminfo)
+        short = _converge.memory_problem(
+            self.host,
+            int(self.memory["need_bytes"]),
+            free,
+            self.memory.get("setting"),
+            f"MemAvailable of {meminfo} with the rank stopped"
+            + ("" if free is not None else ", which cannot be read"),
+            f"reboot {self.host} (a crashed engine's memory is not returned), then "
+            "sparkfleet-watchdog clear on the head, or lower container.memory",
+        )
+        if short:
+            self.refuse(short)
 
     def remove_other_ranks(self):
         """Stop and remove the ranks this launcher started under another container name.
@@ -436,7 +462,17 @@ def main(argv=None):
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         rank, problem = None, exc
     prog = rank.prog if rank else os.path.basename(sys.argv[0])
-    verbs = ("start", "check", "follow-log", "stop", "status", "tail", "show", "config-hash")
+    verbs = (
+        "start",
+        "check",
+        "memcheck",
+        "follow-log",
+        "stop",
+        "status",
+        "tail",
+        "show",
+        "config-hash",
+    )
     if verb not in verbs:
         print(f"usage: {prog} {USAGE}", file=sys.stderr)
         return EX_USAGE
@@ -454,6 +490,9 @@ def main(argv=None):
             rank.start()
         elif verb == "check":
             rank.check_node()
+            print("ok")
+        elif verb == "memcheck":
+            rank.memcheck()
             print("ok")
         elif verb == "follow-log":
             return rank.follow_log()

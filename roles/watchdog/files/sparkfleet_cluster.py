@@ -60,11 +60,28 @@ EX_REFUSED = 3  # a launcher refused to start: nothing was stopped
 EX_FAILED = 4  # a stop or start failed part-way
 EX_UNHEALTHY = 5  # started, but the head did not answer /health in time
 EX_UNREACHABLE = 6  # a node did not answer over SSH: a transient, never a refusal
+EX_MEMORY = 7  # stopped, but a node has less memory available than the engine needs: no start
 EX_BUSY = 75  # another run holds the lock (EX_TEMPFAIL)
 
 # Launcher states (sparkfleet-sglang status) that mean the rank's engine is gone.
 GONE = ("absent", "exited", "dead", "created", "removing")
 CRASH, WEDGED, UNREACHABLE = "crash", "wedged", "unreachable"
+REBOOT = "reboot-required"
+# Every kind an observation can have, one textfile series each (sparkfleet_watchdog_observation).
+KINDS = (
+    "healthy",
+    "booting",
+    "stopped",
+    CRASH,
+    WEDGED,
+    UNREACHABLE,
+    "unknown",
+    "paused",
+    "held",
+    "busy",
+    "gave-up",
+    REBOOT,
+)
 BAD = (CRASH, WEDGED)
 # What ssh(1) and a timed-out command return: the node did not answer.
 NO_ANSWER = (255, 124)
@@ -255,6 +272,41 @@ def note_observation(state, kind, now, interval_s):
         return state["bad"]["count"]
     state.pop("bad", None)
     return 0
+
+
+def track_progress(state, progress, now, stall_s, interval_s):
+    """Keep state["progress"] in step with one reading of the head's /metrics.
+
+    Returns the reason when the head is stalled (it answers /health, requests are
+    running, and the generated-token counter has not moved for stall_s), else None.
+    The clock starts afresh when nothing runs, when the counter moves (a restart
+    resets it) and when the previous reading is not the last observation's (a pause,
+    a hold or a gap between runs is no evidence of a stall).
+    """
+    prev = state.get("progress")
+    if progress is None or stall_s <= 0:
+        state.pop("progress", None)
+        return None
+    moved = (
+        not prev
+        or now - prev["seen"] > 2 * interval_s + 15
+        or progress["tokens"] != prev["tokens"]
+        or progress["running"] <= 0
+    )
+    entry = {
+        "tokens": progress["tokens"],
+        "running": progress["running"],
+        "seen": now,
+        "moved": now if moved else prev["moved"],
+    }
+    state["progress"] = entry
+    still = now - entry["moved"]
+    if progress["running"] > 0 and still >= stall_s:
+        return (
+            f"answers /health 200 but generated no token for {still:.0f} s with "
+            f"{progress['running']:g} request(s) running (watchdog_stall_s={stall_s})"
+        )
+    return None
 
 
 def settle_left(state, now, wd):
@@ -448,6 +500,25 @@ class Cluster:
         except (_health.TransportError, ValueError):
             return 0
 
+    def head_progress(self):
+        """The head's decode progress from its /metrics (see _health.progress), or None."""
+        base = self.cfg["health_url"].rsplit("/health", 1)[0]
+        try:
+            client = _health.SGLangClient(base, request_timeout=self.cfg["health_timeout_s"])
+        except ValueError:
+            return None
+        return _health.progress(client)
+
+    def memory(self):
+        """Every rank's memory check (after the stop): the shortfalls as 'host: reason'."""
+        short = []
+        for host, (rc, out, err) in self.each(self.ranks, "memcheck").items():
+            if rc != 0 and not self.no_answer(host, rc):
+                reason = (err or out).splitlines()[-1] if (err or out) else f"rc={rc}"
+                reason = re.sub(r"^.*REFUSED: ", "", reason)
+                short.append(reason if reason.startswith(host + ": ") else f"{host}: {reason}")
+        return short
+
     def head_started_at(self):
         res = subprocess.run(
             [
@@ -530,6 +601,14 @@ class Cluster:
                 self.log(msg, "ERROR")
                 return EX_FAILED, msg
             self.log(f"stopped all {len(self.ranks)} ranks")
+            # A crashed engine's memory may not come back (GB10 unified memory): starting
+            # into it loops until the node stops answering. Nothing starts then.
+            short = self.memory()
+            if short:
+                # Each line names its node, the figures and the fix (the launcher's memcheck).
+                msg = "REBOOT REQUIRED, nothing started: " + "; ".join(short)
+                self.log(msg, "ERROR")
+                return EX_MEMORY, msg
             for rank in [*list(reversed(self.workers)), self.head]:
                 rc, _out, err = self.run(rank, "start")
                 lost = self.unreached("start", {rank["host"]: (rc, _out, err)})
@@ -597,16 +676,22 @@ class Watchdog:
         self.paused = os.path.join(wd["state_dir"], "paused")
         self.held = os.path.join(wd["state_dir"], "held")
         self.gave_up = os.path.join(wd["state_dir"], "gave-up")
+        self.reboot = os.path.join(wd["state_dir"], REBOOT)
 
     def observe(self):
         head = self.cluster.head
         states = self.cluster.states()
+        health = self.cluster.head_health()
         obs = {
             "head": {
                 "host": head["host"],
                 "state": states[head["host"]],
                 "started_at": self.cluster.head_started_at(),
-                "health": self.cluster.head_health(),
+                "health": health,
+                # Read only from a head that answers /health: what /health hides.
+                "progress": self.cluster.head_progress()
+                if health == 200 and self.wd.get("stall_s", 0) > 0
+                else None,
             },
             "workers": [
                 {"host": w["host"], "rank": w["rank"], "state": states[w["host"]]}
@@ -627,6 +712,7 @@ class Watchdog:
                 state.pop("bad", None)
         state["restarts"] = state.get("restarts", [])[-50:]
         write_json(self.state_file, state)
+        self.export(state)
 
     def decide(self, state, decision, reason, now, **extra):
         state["last_decision"] = dict(
@@ -634,7 +720,7 @@ class Watchdog:
         )
         level = (
             "ERROR"
-            if decision in ("give-up", "restart-failed")
+            if decision in ("give-up", "restart-failed", REBOOT)
             else "WARNING"
             if decision == "restart"
             else "INFO"
@@ -741,6 +827,15 @@ class Watchdog:
             )
             self.save(state)
             return None
+        if os.path.exists(self.reboot):
+            self.note(
+                state,
+                REBOOT,
+                f"{_first_line(self.reboot)}; after the reboot: sparkfleet-watchdog clear",
+                now,
+            )
+            self.save(state)
+            return None
         if os.path.exists(self.paused):
             self.note(
                 state,
@@ -778,12 +873,25 @@ class Watchdog:
             return None
         obs = self.observe()
         kind, reason = classify(obs, wd["grace_s"], now)
+        stall = track_progress(
+            state,
+            obs["head"].get("progress") if kind == "healthy" else None,
+            now,
+            wd.get("stall_s", 0),
+            wd["interval_s"],
+        )
+        if stall:
+            kind, reason = WEDGED, f"head {obs['head']['host']} {stall}"
+        elif kind == "healthy":
+            state["last_healthy"] = now
         lost = unreachable_hosts(obs)
         for level, msg in track_unreachable(state, lost, now, self.unreachable_s):
             self.log(msg, level)
         count = note_observation(state, kind, now, wd["interval_s"])
         self.note(state, kind, reason, now, key=sorted(lost) if lost else None)
-        if kind not in BAD or count < wd["confirm"] or settle_left(state, now, wd) > 0:
+        # A stall is confirmed by its own duration (stall_s without a token).
+        confirmed = count >= wd["confirm"] or stall is not None
+        if kind not in BAD or not confirmed or settle_left(state, now, wd) > 0:
             self.save(state)
             return None
         verdict, why = gate_restart(state, wd, now)
@@ -819,8 +927,16 @@ class Watchdog:
             "rc": rc,
         }
         state.pop("bad", None)
+        state.pop("progress", None)
+        if rc != EX_UNREACHABLE:
+            state["restarts_total"] = state.get("restarts_total", 0) + 1
         if rc == EX_REFUSED:
             self.give_up(state, f"a launcher refused to start: {msg}", done)
+            return None
+        if rc == EX_MEMORY:
+            self.reboot_required(state, msg, incident, done)
+            state.setdefault("restarts", []).append(entry)
+            self.save(state)
             return None
         if rc == EX_UNREACHABLE:
             # Not a refusal and not counted towards the give-up bound: the next
@@ -883,11 +999,24 @@ class Watchdog:
         )
         self.save(state)
 
+    def reboot_required(self, state, reason, incident, now):
+        """Stopped, and a node lacks the memory to start: no start until an operator clears."""
+        os.makedirs(self.wd["state_dir"], mode=0o755, exist_ok=True)
+        with open(self.reboot, "w", encoding="utf-8") as fh:
+            fh.write(f"{iso(now)} {reason}\n")
+        with open(
+            os.open(os.path.join(incident, "memory.txt"), os.O_WRONLY | os.O_CREAT, 0o640), "w"
+        ) as fh:
+            fh.write(reason + "\n")
+        self.decide(state, REBOOT, reason, now)
+
     def clear(self, who):
-        """An operator's clear: the give-up marker and the restart history go."""
-        had = os.path.exists(self.gave_up)
-        if had:
-            os.unlink(self.gave_up)
+        """An operator's clear: the give-up or reboot-required marker and the restart history go."""
+        had = False
+        for marker in (self.gave_up, self.reboot):
+            if os.path.exists(marker):
+                os.unlink(marker)
+                had = True
         state = read_json(self.state_file, {})
         state["restarts"] = []
         state.pop("bad", None)
@@ -949,6 +1078,124 @@ class Watchdog:
                 )
             )
 
+    def export(self, state):
+        """The watchdog's state as a node_exporter textfile (written whole, then renamed)."""
+        directory = self.wd.get("textfile_dir") or ""
+        if not directory:
+            return
+        now = self.clock.time()
+        last = state.get("last_observation") or {}
+        restarts = state.get("restarts", [])
+        done = [r for r in restarts if "detection_to_healthy_s" in r]
+        lost = state.get(UNREACHABLE, {})
+        prog = state.get("progress") or {}
+        text = metrics_text(
+            [
+                (
+                    "last_run_timestamp_seconds",
+                    "gauge",
+                    "When the watchdog last wrote this file.",
+                    [({}, now)],
+                ),
+                (
+                    "observation",
+                    "gauge",
+                    "1 for the kind of the last observation, else 0.",
+                    [({"kind": k}, int(last.get("kind") == k)) for k in KINDS],
+                ),
+                (
+                    "last_observation_timestamp_seconds",
+                    "gauge",
+                    "When the cluster was last observed.",
+                    [({}, last.get("time", 0))],
+                ),
+                (
+                    "last_healthy_timestamp_seconds",
+                    "gauge",
+                    "When the cluster was last seen healthy.",
+                    [({}, state.get("last_healthy", 0))],
+                ),
+                (
+                    "restarts_total",
+                    "counter",
+                    "Restarts the watchdog made (a restart that could "
+                    "not reach a node is not counted).",
+                    [({}, state.get("restarts_total", 0))],
+                ),
+                (
+                    "restarts_in_window",
+                    "gauge",
+                    "Restarts counted against the bound now.",
+                    [({}, len(restarts_in_window(state, self.wd["window_s"], now)))],
+                ),
+                (
+                    "max_restarts",
+                    "gauge",
+                    "The bound (watchdog_max_restarts) per window.",
+                    [({}, self.wd["max_restarts"])],
+                ),
+                (
+                    "gave_up",
+                    "gauge",
+                    "1 when the watchdog gave up and waits for an operator.",
+                    [({}, int(os.path.exists(self.gave_up)))],
+                ),
+                (
+                    "reboot_required",
+                    "gauge",
+                    "1 when a node lacked the memory to start after a stop: it needs a reboot.",
+                    [({}, int(os.path.exists(self.reboot)))],
+                ),
+                (
+                    "paused",
+                    "gauge",
+                    "1 while an operator's pause holds every action.",
+                    [({}, int(os.path.exists(self.paused)))],
+                ),
+                (
+                    "held",
+                    "gauge",
+                    "1 while a run changing the cluster holds the watchdog.",
+                    [({}, int(self.hold(now, settle=False) is not None))],
+                ),
+                ("unreachable_nodes", "gauge", "Nodes that do not answer now.", [({}, len(lost))]),
+                (
+                    "node_unreachable_seconds",
+                    "gauge",
+                    "How long each unreachable node has not answered.",
+                    [({"node": h}, now - e["since"]) for h, e in sorted(lost.items())],
+                ),
+                (
+                    "stalled_seconds",
+                    "gauge",
+                    "How long the head has generated no token with "
+                    "requests running (0: it progresses or nothing runs).",
+                    [({}, now - prog["moved"] if prog.get("running", 0) > 0 else 0)],
+                ),
+                (
+                    "last_detection_seconds",
+                    "gauge",
+                    "From the first bad observation to the restart decision, last restart.",
+                    [({}, r["time"] - r["detected_at"]) for r in restarts[-1:]],
+                ),
+                (
+                    "last_recovery_seconds",
+                    "gauge",
+                    "From the first bad observation to healthy again, last recovered restart.",
+                    [({}, r["detection_to_healthy_s"]) for r in done[-1:]],
+                ),
+            ]
+        )
+        path = os.path.join(directory, "sparkfleet_watchdog.prom")
+        try:
+            os.makedirs(directory, mode=0o755, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except OSError as exc:
+            self.log(f"cannot write {path}: {exc}", "WARNING")
+
     def summary(self):
         state = read_json(self.state_file, {})
         now = self.clock.time()
@@ -962,12 +1209,33 @@ class Watchdog:
             "paused": _first_line(self.paused) if os.path.exists(self.paused) else None,
             "held": self.hold(now, settle=False),
             "gave_up": _first_line(self.gave_up) if os.path.exists(self.gave_up) else None,
+            "reboot_required": _first_line(self.reboot) if os.path.exists(self.reboot) else None,
+            "stall_s": self.wd.get("stall_s", 0),
+            "progress": state.get("progress"),
             "last_observation": state.get("last_observation"),
             "last_decision": state.get("last_decision"),
             "restarts_in_window": len(restarts_in_window(state, self.wd["window_s"], now)),
             "window_s": self.wd["window_s"],
             "restarts": state.get("restarts", [])[-5:],
         }
+
+
+def metrics_text(families, prefix="sparkfleet_watchdog_"):
+    """Prometheus text exposition of [(name, type, help, [(labels, value)])]."""
+    lines = []
+    for name, kind, text, samples in families:
+        lines += [f"# HELP {prefix}{name} {text}", f"# TYPE {prefix}{name} {kind}"]
+        for labels, value in samples:
+            tags = ",".join(
+                '{}="{}"'.format(k, str(v).replace("\\", "\\\\").replace('"', '\\"'))
+                for k, v in sorted(labels.items())
+            )
+            value = float(value)
+            number = str(int(value)) if value.is_integer() else repr(round(value, 3))
+            lines.append(
+                f"{prefix}{name}{{{tags}}} {number}" if tags else f"{prefix}{name} {number}"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def _first_line(path):

@@ -122,7 +122,15 @@ class Node:
         self.mark = root / "lib" / "stopped"
         self.engine_log = self.log_dir / f"{NAME}.log"
         self.config = root / "rank.json"
+        self.meminfo = root / "meminfo"
+        self.meminfo.write_text("MemTotal:       128000000 kB\nMemAvailable:   100000000 kB\n")
         self.cfg = {
+            "host": "spark-2",
+            "memory": {
+                "meminfo": str(self.meminfo),
+                "need_bytes": 90 * 1024**3,
+                "setting": "90g",
+            },
             "name": NAME,
             "launcher": "/usr/local/sbin/sparkfleet-sglang",
             "rank": 1,
@@ -335,6 +343,45 @@ def _assert_refused(node, out, reason):
     assert match, last
     assert match.group(1) == f"REFUSED: {reason}"
     assert node.launch_log()[-1] == f"REFUSED: {reason}"
+
+
+# --- memcheck (the cluster control runs it with every rank stopped) ------------------------
+
+
+def test_memcheck_passes_when_memavailable_covers_the_limit(node):
+    out = node.run("memcheck")
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
+    assert node.calls() == []  # reads a file, asks docker nothing
+
+
+def test_memcheck_refuses_a_node_whose_memory_did_not_come_back(node):
+    node.meminfo.write_text("MemTotal:       128000000 kB\nMemAvailable:   12582912 kB\n")
+    _assert_refused(
+        node,
+        node.run("memcheck"),
+        "spark-2: the container's memory limit (container.memory 90g) needs 90.0 GiB but "
+        f"12.0 GiB is available (MemAvailable of {node.meminfo} with the rank stopped); "
+        "fix: reboot spark-2 (a crashed engine's memory is not returned), then "
+        "sparkfleet-watchdog clear on the head, or lower container.memory",
+    )
+
+
+def test_memcheck_refuses_when_meminfo_cannot_be_read(node):
+    node.meminfo.unlink()
+    out = node.run("memcheck")
+    assert out.returncode == 1
+    assert (
+        f"0.0 GiB is available (MemAvailable of {node.meminfo} with the rank stopped, which "
+        "cannot be read)" in out.stderr
+    )
+
+
+def test_memcheck_without_a_memory_limit_has_nothing_to_compare(node):
+    node.cfg["memory"] = {"meminfo": str(node.meminfo), "need_bytes": 0, "setting": None}
+    node.write_config()
+    node.meminfo.write_text("MemAvailable: 1 kB\n")
+    out = node.run("memcheck")
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
 
 
 def test_check_refuses_a_low_mtu(node):
@@ -677,7 +724,7 @@ def test_unknown_verb_prints_usage(node, args):
     assert out.returncode == 2
     assert out.stderr == (
         "usage: sparkfleet-sglang "
-        "start|check|stop [--restart]|status|tail [LINES]|show|config-hash\n"
+        "start|check|memcheck|stop [--restart]|status|tail [LINES]|show|config-hash\n"
     )
     assert node.calls() == []
 

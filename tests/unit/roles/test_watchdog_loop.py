@@ -13,6 +13,7 @@ import json
 import pathlib
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 SRC = pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files" / "sparkfleet_cluster.py"
 spec = importlib.util.spec_from_file_location("sparkfleet_cluster_loop", SRC)
@@ -63,6 +64,9 @@ class World:
         self.state = dict.fromkeys(HOSTS, "running current")
         self.started = dict.fromkeys(HOSTS, T0 - 3600)
         self.refuse = {}
+        self.short = {}  # host -> why its memcheck refuses (after the stop)
+        self.memchecks = []
+        self.progress = None  # the head's /metrics reading ({"running", "tokens"}) or None
         self.starts = []  # (time, host) of every launcher start
         self.stops = []
 
@@ -111,12 +115,19 @@ class FakeCluster(wd.Cluster):
             return 0, "", ""
         if verb[0] == "start":
             self.clock.advance(self.start_s)
+            if host == HOSTS[0] and w.progress is not None:
+                w.progress = {"running": 0.0, "tokens": 0.0}  # a new engine: counters from 0
             w.state[host] = "running current"
             w.started[host] = self.clock.time()
             w.starts.append((self.clock.time(), host))
             return 0, "", ""
         if verb[0] == "tail":
             return 0, "engine log line", ""
+        if verb[0] == "memcheck":
+            w.memchecks.append((self.clock.time(), host))
+            if host in w.short:
+                return 1, "", f"sparkfleet-sglang[x]: REFUSED: {w.short[host]}"
+            return 0, "ok", ""
         raise AssertionError(verb)
 
     def each(self, ranks, *verb, timeout=None):
@@ -130,6 +141,9 @@ class FakeCluster(wd.Cluster):
 
     def head_started_at(self):
         return self.world.started[self.head["host"]]
+
+    def head_progress(self):
+        return self.world.progress
 
 
 @pytest.fixture
@@ -633,3 +647,162 @@ def test_the_hold_and_release_commands(rig, monkeypatch):
     assert not (rig.tmp / "state" / "held").exists()
     with pytest.raises(SystemExit):
         wd.watchdog_main(cfg, ["hold", "0"])
+
+
+# --- a wedge that /health hides: requests running, no token generated ----------------------
+
+
+def test_a_head_answering_health_but_generating_nothing_is_restarted_in_stall_plus_interval(rig):
+    rig.dog.wd["stall_s"] = 120
+    rig.world.progress = {"running": 2.0, "tokens": 500.0}
+    # The counter moves until T0 + 25, then nothing more comes out; /health stays 200.
+    rig.clock.at(25, lambda: rig.world.progress.update(tokens=640.0))
+    rig.cron(4)
+    state = rig.state()
+    (restart,) = state["restarts"]
+    assert restart["kind"] == "wedged" and restart["rc"] == 0
+    assert "generated no token for" in restart["reason"]
+    assert "2 request(s) running (watchdog_stall_s=120)" in restart["reason"]
+    # The counter was last seen moving at the observation after T0 + 25 (T0 + 30).
+    assert T0 + 30 + 120 <= restart["time"] <= T0 + 30 + 120 + rig.dog.wd["interval_s"]
+    # One observation is enough (its duration is the evidence), workers first.
+    assert restart["detected_at"] == restart["time"]
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    assert len(rig.lines("observed wedged: head spark-1 answers /health 200 but generated")) == 1
+
+
+@pytest.mark.parametrize(
+    ("what", "progress", "moves"),
+    [
+        ("idle: nothing runs", {"running": 0.0, "tokens": 500.0}, False),
+        ("busy and generating", {"running": 3.0, "tokens": 500.0}, True),
+        ("metrics off", None, False),
+    ],
+)
+def test_a_head_that_makes_progress_or_has_nothing_to_do_is_left_alone(rig, what, progress, moves):
+    rig.dog.wd["stall_s"] = 60
+    rig.world.progress = progress
+    if moves:
+        for second in range(0, 300, 7):
+            rig.clock.at(
+                second, lambda: rig.world.progress.update(tokens=rig.world.progress["tokens"] + 9)
+            )
+    rig.cron(5)
+    assert rig.world.starts == [], what
+    assert rig.state()["last_observation"]["kind"] == "healthy", what
+
+
+def test_the_stall_clock_starts_afresh_after_a_gap_in_the_observations():
+    state = {}
+    assert wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1000.0, 60, 10) is None
+    # Ten minutes without an observation (paused, held): no evidence of a stall.
+    assert wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1600.0, 60, 10) is None
+    assert state["progress"]["moved"] == 1600.0
+    for now in range(1610, 1660, 10):
+        assert wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, float(now), 60, 10) is None
+    reason = wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1660.0, 60, 10)
+    assert reason.endswith("for 60 s with 1 request(s) running (watchdog_stall_s=60)")
+    # A counter that went back (the engine restarted) moved; so did one that went on.
+    assert wd.track_progress(state, {"running": 1.0, "tokens": 0.0}, 1670.0, 60, 10) is None
+    assert state["progress"]["moved"] == 1670.0
+    # Switched off, or no reading: nothing kept.
+    assert wd.track_progress(state, {"running": 1.0, "tokens": 0.0}, 1680.0, 0, 10) is None
+    assert "progress" not in state
+
+
+# --- memory before a restart ----------------------------------------------------------------
+
+SHORT = (
+    "spark-3: the container's memory limit (container.memory 100g) needs 100.0 GiB but 12.0 GiB "
+    "is available (MemAvailable of /proc/meminfo with the rank stopped); fix: reboot spark-3"
+)
+
+
+def test_a_node_without_the_memory_gets_nothing_started_and_the_watchdog_says_reboot_required(rig):
+    rig.world.short["spark-3"] = SHORT
+    rig.clock.at(3, lambda: rig.world.kill("spark-2"))
+    rig.cron(3)
+    state = rig.state()
+    # Stopped every rank, checked the memory of each, started none.
+    assert sorted(h for _t, h in rig.world.stops) == sorted(HOSTS)
+    assert rig.world.starts == []
+    assert min(t for t, _h in rig.world.memchecks) >= max(t for t, _h in rig.world.stops)
+    (restart,) = state["restarts"]
+    assert restart["rc"] == wd.EX_MEMORY
+    assert state["last_decision"]["decision"] == "reboot-required"
+    marker = (rig.tmp / "state" / "reboot-required").read_text()
+    assert "REBOOT REQUIRED, nothing started: spark-3: the container's memory limit" in marker
+    assert "needs 100.0 GiB but 12.0 GiB" in marker
+    (incident,) = (rig.tmp / "incidents").iterdir()
+    assert "spark-3" in (incident / "memory.txt").read_text()
+    # Later observations change nothing: no second stop, the state says why.
+    assert len(rig.world.stops) == len(HOSTS)
+    assert state["last_observation"]["kind"] == "reboot-required"
+    assert "after the reboot: sparkfleet-watchdog clear" in state["last_observation"]["reason"]
+    assert "spark-3" in rig.dog.summary()["reboot_required"]
+    assert len(rig.lines("decision=reboot-required")) == 1
+    # The node rebooted (memory back), the operator clears: the cluster is started in order.
+    del rig.world.short["spark-3"]
+    rig.dog.clear("operator")
+    rig.cron(1)
+    assert not (rig.tmp / "state" / "reboot-required").exists()
+    assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
+    assert rig.state()["last_observation"]["kind"] == "healthy"
+
+
+# --- what Prometheus reads: the node_exporter textfile -----------------------------------------
+
+
+def read_textfile(rig):
+    text = (rig.tmp / "textfile" / "sparkfleet_watchdog.prom").read_text()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = sample.name + "".join(f"{{{k}={v}}}" for k, v in sorted(sample.labels.items()))
+            samples[key] = sample.value
+    return samples
+
+
+def test_the_textfile_says_what_the_watchdog_saw_and_did(rig):
+    rig.dog.wd["textfile_dir"] = str(rig.tmp / "textfile")
+    rig.clock.at(3, lambda: rig.world.kill("spark-2"))
+    rig.cron(2)
+    state = rig.state()
+    got = read_textfile(rig)
+    (restart,) = state["restarts"]
+    assert got["sparkfleet_watchdog_restarts_total"] == 1
+    assert got["sparkfleet_watchdog_restarts_in_window"] == 1
+    assert got["sparkfleet_watchdog_max_restarts"] == 3
+    assert got["sparkfleet_watchdog_observation{kind=healthy}"] == 1
+    assert sum(v for k, v in got.items() if k.startswith("sparkfleet_watchdog_observation{")) == 1
+    assert got["sparkfleet_watchdog_last_healthy_timestamp_seconds"] == state["last_healthy"]
+    assert got["sparkfleet_watchdog_last_observation_timestamp_seconds"] == pytest.approx(
+        state["last_observation"]["time"]
+    )
+    assert got["sparkfleet_watchdog_last_recovery_seconds"] == restart["detection_to_healthy_s"]
+    assert (
+        got["sparkfleet_watchdog_last_detection_seconds"]
+        == restart["time"] - restart["detected_at"]
+    )
+    for flag in ("gave_up", "reboot_required", "paused", "held", "unreachable_nodes"):
+        assert got[f"sparkfleet_watchdog_{flag}"] == 0, flag
+    mode = (rig.tmp / "textfile" / "sparkfleet_watchdog.prom").stat().st_mode & 0o777
+    assert mode == 0o644
+    # Written whole and renamed: nothing else is left in the directory.
+    assert [p.name for p in (rig.tmp / "textfile").iterdir()] == ["sparkfleet_watchdog.prom"]
+
+
+def test_the_textfile_names_a_node_gone_and_a_give_up(rig):
+    rig.dog.wd["textfile_dir"] = str(rig.tmp / "textfile")
+    rig.clock.at(5, lambda: rig.world.power_off("spark-4"))
+    rig.cron(2)
+    got = read_textfile(rig)
+    assert got["sparkfleet_watchdog_unreachable_nodes"] == 1
+    assert got["sparkfleet_watchdog_node_unreachable_seconds{node=spark-4}"] >= 100
+    assert got["sparkfleet_watchdog_observation{kind=unreachable}"] == 1
+    rig.world.power_on("spark-4")
+    rig.world.refuse["spark-2"] = "MTU 1500 on enp1s0f0np0, not 9000"
+    rig.cron(1)
+    got = read_textfile(rig)
+    assert got["sparkfleet_watchdog_gave_up"] == 1
+    assert got["sparkfleet_watchdog_unreachable_nodes"] == 0

@@ -164,6 +164,11 @@ class Scheduler:
         # Profile C: draft tokens accepted wrongly, so answers come out wrong.
         self.wrong_tokens = os.environ.get("SPARKSIM_WRONG_TOKENS", "0") == "1"
         self.accept_rate = _env_float("SPARKSIM_ACCEPT_RATE", 1.0)
+        # The wedge /health hides (a spin loop): while this file exists the scheduler keeps
+        # answering /health but decodes nothing, and no batch is in flight, so SGLang's own
+        # watchdog sees nothing either. Created and removed by the tests (docker exec).
+        self.spin_file = os.environ.get("SPARKSIM_SPIN_FILE", "/tmp/sparksim-spin")
+        self.spinning = False
         self.completed = 0
 
     # ---- start-up --------------------------------------------------------
@@ -439,6 +444,9 @@ class Scheduler:
             if not self.running:
                 deadline = time.perf_counter()
                 continue
+            if self._spins():
+                deadline = time.perf_counter()
+                continue
             self.cur_batch = list(self.running.values())
             self._forward_step()
             self._emit()
@@ -452,6 +460,21 @@ class Scheduler:
                 time.sleep(delay)
             elif delay < -10 * period:
                 deadline = time.perf_counter()
+
+    def _spins(self):
+        """While the spin file exists: answer what arrives (health checks), decode nothing."""
+        spinning = os.path.exists(self.spin_file)
+        if spinning != self.spinning:
+            self.spinning = spinning
+            logger.info(f"spin {'started' if spinning else 'ended'} ({self.spin_file})")
+        if not spinning:
+            return False
+        try:
+            tag, msg = self.inbox.get(timeout=0.2)
+        except queue.Empty:
+            return True
+        self._handle(tag, msg)
+        return True
 
     def _forward_step(self):
         """One TP step: every worker must acknowledge it (a collective)."""

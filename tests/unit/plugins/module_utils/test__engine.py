@@ -25,7 +25,16 @@ SEED_QWEN_RANK2 = shlex.split(
 
 
 def test_qwen_preset_renders_the_seed_flags_in_the_seed_order():
-    assert _engine.server_args(preset("qwen38_27b_tp4_dflash2"), 2, "10.0.30.1") == SEED_QWEN_RANK2
+    # The seed's flags, in its order; then the metrics the watchdog's stall check reads.
+    assert _engine.server_args(preset("qwen38_27b_tp4_dflash2"), 2, "10.0.30.1") == [
+        *SEED_QWEN_RANK2,
+        "--enable-metrics",
+    ]
+
+
+def test_metrics_can_be_turned_off():
+    profile = dict(preset("qwen38_27b_tp4_dflash2"), enable_metrics=False)
+    assert _engine.server_args(profile, 2, "10.0.30.1") == SEED_QWEN_RANK2
 
 
 @pytest.mark.parametrize(
@@ -171,6 +180,7 @@ def test_python_command_hides_the_api_key_behind_the_shim(key, shim):
 
 RANK = {
     "rank": 1,
+    "host": "spark-2",
     "name": "qwen38-tp4-r1",
     "launcher": "/usr/local/sbin/sparkfleet-sglang",
     "image_id": "sha256:" + "a" * 64,
@@ -183,6 +193,7 @@ PATHS = {
     "log_dir": "/var/log/sparkfleet",
     "stopped_mark": "/var/lib/sparkfleet/sglang.stopped",
     "gid_dir": "/sys/class/infiniband/rocep1s0f0/ports/1",
+    "meminfo": "/proc/meminfo",
 }
 PATCHES = {
     "mounts": [["/var/lib/sparkfleet/patches/x/serving_chat.py", "/sgl/serving_chat.py"]],
@@ -204,7 +215,7 @@ ROCE = {
 def test_rank_config_is_the_launch_the_launcher_runs():
     profile = {
         "image": "lmsysorg/sglang:spark",
-        "container": {"gpus": "all", "volumes": ["/models:/models"]},
+        "container": {"gpus": "all", "memory": "100g", "volumes": ["/models:/models"]},
     }
     cfg = _engine.rank_config(
         profile,
@@ -220,6 +231,8 @@ def test_rank_config_is_the_launch_the_launcher_runs():
     assert cfg["docker_args"] == [
         "--gpus",
         "all",
+        "--memory",
+        "100g",
         "--network",
         "host",
         "--env-file",
@@ -240,6 +253,13 @@ def test_rank_config_is_the_launch_the_launcher_runs():
     assert cfg["image"] == "lmsysorg/sglang:spark"
     assert cfg["image_id"] == RANK["image_id"]
     assert (cfg["rank"], cfg["stop_timeout_s"], cfg["log_max_files"]) == (1, 30, 3)
+    # memcheck's inputs: the node's name, the file it reads, the profile's memory limit.
+    assert cfg["host"] == "spark-2"
+    assert cfg["memory"] == {
+        "meminfo": "/proc/meminfo",
+        "need_bytes": 100 * 1024**3,
+        "setting": "100g",
+    }
     assert cfg["node"] == {
         "iface": "enp1s0f0np0",
         "mtu": 9000,
@@ -260,3 +280,5 @@ def test_rank_config_checks_no_gid_row_when_nccl_picks_it():
     roce = dict(ROCE, gid_mode="auto", gid_index=None)
     cfg = _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, roce, [])
     assert cfg["node"]["gid"] is None
+    # No memory limit in the profile: nothing for memcheck to compare.
+    assert cfg["memory"]["need_bytes"] == 0

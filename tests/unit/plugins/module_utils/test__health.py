@@ -47,6 +47,7 @@ class Engine:
         self.send_done = True
         self.requests = []
         self.stream_runs = 0
+        self.metrics = None  # /metrics text (None: 404, metrics off)
 
     def answer(self, prompt, max_tokens):
         if "17*19" in prompt:
@@ -92,6 +93,13 @@ class Handler(BaseHTTPRequestHandler):
         engine.requests.append(("GET", self.path, dict(self.headers), None))
         if self.path == "/health" and not engine.protect_health:
             self._health()
+        elif self.path == "/metrics" and engine.metrics is not None:
+            body = engine.metrics.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif not self._authorized():
             return
         elif self.path == "/health":
@@ -776,3 +784,50 @@ def test_stream_cut_before_done_fails_decode(engine):
     assert report["passed"] is False
     assert "run 1: stream ended before [DONE]" in report["msg"]
     assert report["decode_tokens_per_s"] is not None  # the rate is still evidence
+
+
+# What SGLang's /metrics looks like (prometheus_client exposition): HELP and TYPE lines, a
+# series per label set, the _created samples of counters, labels holding spaces and braces.
+SGLANG_METRICS = """\
+# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="qwen 3.8 {tp4}",tp_rank="0"} 3.0
+sglang:num_running_reqs{engine_type="unified",model_name="qwen 3.8 {tp4}",tp_rank="1"} 1.0
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m"} 7.0
+# HELP sglang:generation_tokens_total Number of generation tokens processed.
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m",tp_rank="0"} 1.5e+04
+sglang:generation_tokens_total{model_name="m",tp_rank="1"} NaN
+sglang:generation_tokens_created{model_name="m",tp_rank="0"} 1.7964e+09
+"""
+
+
+def test_metric_sums_adds_every_series_of_the_named_metrics():
+    got = _health.metric_sums(
+        SGLANG_METRICS, (_health.RUNNING_REQS_METRIC, _health.GENERATION_TOKENS_METRIC, "x")
+    )
+    assert got == {"sglang:num_running_reqs": 4.0, "sglang:generation_tokens_total": 15000.0}
+
+
+def test_progress_reads_the_servers_metrics(engine):
+    engine.metrics = SGLANG_METRICS
+    client = _health.SGLangClient(engine.url, request_timeout=5)
+    assert _health.progress(client) == {"running": 4.0, "tokens": 15000.0}
+    # /metrics is read without the API key, as SGLang serves it.
+    assert "Authorization" not in engine.requests[-1][2]
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [None, "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1\n", "garbage"],
+    ids=["metrics off (404)", "no token counter", "not the text format"],
+)
+def test_progress_is_none_when_it_cannot_be_read(engine, metrics):
+    engine.metrics = metrics
+    assert _health.progress(_health.SGLangClient(engine.url, request_timeout=5)) is None
+
+
+def test_progress_of_a_server_that_does_not_answer_is_none(dead_url):
+    assert _health.progress(_health.SGLangClient(dead_url, request_timeout=1)) is None

@@ -14,7 +14,11 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _node_state
+from ansible_collections.sparkfleet.serving.plugins.module_utils import (
+    _converge,
+    _engine,
+    _node_state,
+)
 from ansible_collections.sparkfleet.serving.plugins.modules import spark_node_info
 from ansible_collections.sparkfleet.serving.tests.unit.plugins.modules.test_roce_gid_info import (
     write_table,
@@ -310,6 +314,6 @@ def test_the_host_reading_without_a_daemon_or_docker(node, tmp_path):
 
 
 def test_meminfo_that_cannot_be_read(tmp_path):
-    assert _node_state.mem_available(str(tmp_path / "missing")) is None
+    assert _converge.mem_available(str(tmp_path / "missing")) is None
     (tmp_path / "m").write_text("MemTotal: 1 kB\n")
-    assert _node_state.mem_available(str(tmp_path / "m")) is None
+    assert _converge.mem_available(str(tmp_path / "m")) is None
