@@ -92,6 +92,8 @@ def expected_launch(rank):
     opts += [("-e", "HF_HUB_OFFLINE=1"), ("-e", f"SPARKFLEET_MODEL_REVISION={TWIN_MODEL_REV}")]
     overrides = {"--watchdog-timeout": "10", "--speculative-draft-model-revision": TWIN_DRAFT_REV}
     flags = [(f, overrides.get(f, v)) for f, v in engine_flags(command)]
+    # Observability (issue 22): SGLang's /metrics on, after the seed's flags.
+    flags += [("--enable-metrics", None)]
     return opts, "sparkfleet-twin/sglang:0.5.9", flags
 
 
