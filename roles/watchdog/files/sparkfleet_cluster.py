@@ -572,7 +572,68 @@ class Cluster:
         return EX_UNREACHABLE, msg
 
     def restart(self, reason, wait_s):
-        """The ordered restart. Returns (exit code, message)."""
+        """The ordered restart. Returns (exit code, message); its outcome goes to the textfile."""
+        started, t0 = self.clock.time(), self.clock.monotonic()
+        rc, msg = self._restart(reason, wait_s)
+        if rc != EX_BUSY:
+            self.export(reason, rc, started, self.clock.monotonic() - t0)
+        return rc, msg
+
+    def export(self, reason, rc, started, took):
+        """The last restart and the configuration each rank runs, as a node_exporter textfile."""
+        directory = (self.cfg.get("watchdog") or {}).get("textfile_dir") or ""
+        if not directory:
+            return
+        hashes = {}
+        if rc == 0:
+            for host, (code, out, _err) in self.each(self.ranks, "config-hash").items():
+                if code == 0 and re.fullmatch(r"[0-9a-f]{16,64}", out.strip()):
+                    hashes[host] = out.strip()
+        text = metrics_text(
+            [
+                (
+                    "last_restart_timestamp_seconds",
+                    "gauge",
+                    "When the last ordered restart began.",
+                    [({}, started)],
+                ),
+                (
+                    "last_restart_duration_seconds",
+                    "gauge",
+                    "How long it took (to the head's /health 200 when it waited for it).",
+                    [({}, took)],
+                ),
+                (
+                    "last_restart_exit_code",
+                    "gauge",
+                    "Its exit code: 0 ok, 3 refused, 4 failed, 5 unhealthy, 6 a node unreachable, "
+                    "7 reboot required; by: who asked for it.",
+                    [({"by": reason.split(":", 1)[0].strip() or "operator"}, rc)],
+                ),
+                (
+                    "rank_config_info",
+                    "gauge",
+                    "The configuration hash each rank was started with (after a restart that "
+                    "ended well).",
+                    [
+                        (
+                            {
+                                "node": r["host"],
+                                "rank": r["rank"],
+                                "config_hash": hashes[r["host"]],
+                            },
+                            1,
+                        )
+                        for r in self.ranks
+                        if r["host"] in hashes
+                    ],
+                ),
+            ],
+            prefix="sparkfleet_cluster_",
+        )
+        write_textfile(directory, "sparkfleet_cluster.prom", text, self.log)
+
+    def _restart(self, reason, wait_s):
         with flocked(self.cfg["lock_file"], self.cfg["lock_wait_s"]) as got:
             if not got:
                 lock, wait = self.cfg["lock_file"], self.cfg["lock_wait_s"]
@@ -1186,15 +1247,7 @@ class Watchdog:
                 ),
             ]
         )
-        path = os.path.join(directory, "sparkfleet_watchdog.prom")
-        try:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except OSError as exc:
-            self.log(f"cannot write {path}: {exc}", "WARNING")
+        write_textfile(directory, "sparkfleet_watchdog.prom", text, self.log)
 
     def summary(self):
         state = read_json(self.state_file, {})
@@ -1236,6 +1289,19 @@ def metrics_text(families, prefix="sparkfleet_watchdog_"):
                 f"{prefix}{name}{{{tags}}} {number}" if tags else f"{prefix}{name} {number}"
             )
     return "\n".join(lines) + "\n"
+
+
+def write_textfile(directory, name, text, log):
+    """Write a node_exporter textfile whole, then rename it (never a half-written file)."""
+    path = os.path.join(directory, name)
+    try:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log(f"cannot write {path}: {exc}", "WARNING")
 
 
 def _first_line(path):

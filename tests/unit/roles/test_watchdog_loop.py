@@ -123,6 +123,8 @@ class FakeCluster(wd.Cluster):
             return 0, "", ""
         if verb[0] == "tail":
             return 0, "engine log line", ""
+        if verb[0] == "config-hash":
+            return 0, f"{HOSTS.index(host):016x}", ""
         if verb[0] == "memcheck":
             w.memchecks.append((self.clock.time(), host))
             if host in w.short:
@@ -789,7 +791,45 @@ def test_the_textfile_says_what_the_watchdog_saw_and_did(rig):
     mode = (rig.tmp / "textfile" / "sparkfleet_watchdog.prom").stat().st_mode & 0o777
     assert mode == 0o644
     # Written whole and renamed: nothing else is left in the directory.
-    assert [p.name for p in (rig.tmp / "textfile").iterdir()] == ["sparkfleet_watchdog.prom"]
+    assert sorted(p.name for p in (rig.tmp / "textfile").iterdir()) == [
+        "sparkfleet_cluster.prom",
+        "sparkfleet_watchdog.prom",
+    ]
+
+
+def read_cluster_textfile(rig):
+    text = (rig.tmp / "textfile" / "sparkfleet_cluster.prom").read_text()
+    return [
+        (sample.name, dict(sample.labels), sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def test_each_ordered_restart_leaves_its_outcome_and_every_ranks_config_hash(rig):
+    rig.dog.wd["textfile_dir"] = str(rig.tmp / "textfile")
+    rig.clock.at(3, lambda: rig.world.kill("spark-3"))
+    rig.cron(1)
+    (restart,) = rig.state()["restarts"]
+    got = read_cluster_textfile(rig)
+    assert ("sparkfleet_cluster_last_restart_timestamp_seconds", {}, restart["time"]) in got
+    assert ("sparkfleet_cluster_last_restart_exit_code", {"by": "watchdog"}, 0) in got
+    (took,) = [v for n, _l, v in got if n == "sparkfleet_cluster_last_restart_duration_seconds"]
+    assert took == pytest.approx(restart["healthy_at"] - restart["time"], abs=0.01)
+    info = [(labels, v) for n, labels, v in got if n == "sparkfleet_cluster_rank_config_info"]
+    assert info == [
+        ({"node": host, "rank": str(i), "config_hash": f"{i:016x}"}, 1.0)
+        for i, host in enumerate(HOSTS)
+    ]
+    # A restart that started nothing says so, and claims no rank runs a configuration.
+    rig.dog.clear("operator")
+    rig.world.short["spark-2"] = SHORT
+    rig.clock.advance(5)
+    rig.world.kill("spark-1")
+    rig.cron(1)
+    got = read_cluster_textfile(rig)
+    assert ("sparkfleet_cluster_last_restart_exit_code", {"by": "watchdog"}, 7) in got
+    assert [n for n, _l, _v in got if n == "sparkfleet_cluster_rank_config_info"] == []
 
 
 def test_the_textfile_names_a_node_gone_and_a_give_up(rig):
