@@ -32,6 +32,13 @@ PLAYBOOK = """
         ansible_connection: local
 """
 CLUSTER = "rack7"
+REPO_DASHBOARD = (
+    __import__("pathlib").Path(__file__).resolve().parents[2]
+    / "roles"
+    / "monitoring"
+    / "files"
+    / "sparkfleet-dashboard.json"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +59,7 @@ def rendered(tmp_path_factory):
                 "monitoring_cluster": CLUSTER,
                 "monitoring_decode_floor_tps": 20,
                 "monitoring_promtool": PROMTOOL,
+                "monitoring_grafana_dashboard_dir": str(out / "dashboards"),
             }
         ),
     )
@@ -391,3 +399,42 @@ def test_decode_below_the_profiles_floor_under_load_only(rendered, tmp_path):
         [("40m", "SparkfleetDecodeSlow", [])],
     )
     assert rc == 0, out
+
+
+def test_every_dashboard_query_parses_and_uses_the_cluster_variable(rendered, tmp_path):
+    shipped = REPO_DASHBOARD.read_text()
+    written = rendered["root"] / "dashboards" / "sparkfleet-cluster.json"
+    assert written.read_text() == shipped
+    dashboard = json.loads(shipped)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 14
+    # Every series the dashboard reads is this cluster's (the $cluster variable).
+    assert all('cluster=~"$cluster"' in e for e in exprs)
+    # promtool parses PromQL in rule files: one recording rule per query.
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"sparkfleet:dashboard_{i}", "expr": e} for i, e in enumerate(exprs)
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "dashboard.rules.yml"
+    path.write_text(yaml.safe_dump(rules), encoding="utf-8")
+    result = subprocess.run(
+        [PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    titles = " ".join(p["title"] for p in dashboard["panels"])
+    for what in (
+        "Requests running",
+        "token usage",
+        "throughput",
+        "first token",
+        "output token",
+        "Restarts",
+        "Watchdog",
+    ):
+        assert what.lower() in titles.lower(), what
