@@ -287,11 +287,14 @@ def track_progress(state, progress, now, stall_s, interval_s):
     if progress is None or stall_s <= 0:
         state.pop("progress", None)
         return None
+    # A request that arrived since the last reading started its clock at this one, not at the
+    # idle reading before it (a stall is never judged longer than it was seen).
     moved = (
         not prev
         or now - prev["seen"] > 2 * interval_s + 15
         or progress["tokens"] != prev["tokens"]
         or progress["running"] <= 0
+        or prev["running"] <= 0
     )
     entry = {
         "tokens": progress["tokens"],

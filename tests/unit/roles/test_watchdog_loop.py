@@ -673,6 +673,17 @@ def test_a_head_answering_health_but_generating_nothing_is_restarted_in_stall_pl
     assert len(rig.lines("observed wedged: head spark-1 answers /health 200 but generated")) == 1
 
 
+def test_a_stall_is_timed_from_the_first_reading_that_saw_the_request_running(rig):
+    rig.dog.wd["stall_s"] = 60
+    rig.world.progress = {"running": 0.0, "tokens": 500.0}  # idle, then a request that stalls
+    rig.clock.at(23, lambda: rig.world.progress.update(running=1.0))
+    rig.cron(3)
+    (restart,) = rig.state()["restarts"]
+    # Seen running first at T0 + 30 (not at the idle reading at T0 + 20): 60 s from then.
+    assert restart["time"] == T0 + 30 + 60
+    assert "no token for 60 s with 1 request(s) running" in restart["reason"]
+
+
 @pytest.mark.parametrize(
     ("what", "progress", "moves"),
     [
