@@ -494,23 +494,24 @@ class Cluster:
                 out[host] = stdout or "unknown"
         return out
 
+    def head_client(self):
+        """The collection's SGLang client for the head's API (raises ValueError on a bad URL)."""
+        base = self.cfg["health_url"].rsplit(_health.HEALTH_PATH, 1)[0]
+        return _health.SGLangClient(base, request_timeout=self.cfg["health_timeout_s"])
+
     def head_health(self):
         """The head's /health status code, 0 when it does not answer."""
-        base = self.cfg["health_url"].rsplit("/health", 1)[0]
         try:
-            client = _health.SGLangClient(base, request_timeout=self.cfg["health_timeout_s"])
-            return client.request("GET", "/health").status
+            return self.head_client().request("GET", _health.HEALTH_PATH).status
         except (_health.TransportError, ValueError):
             return 0
 
     def head_progress(self):
         """The head's decode progress from its /metrics (see _health.progress), or None."""
-        base = self.cfg["health_url"].rsplit("/health", 1)[0]
         try:
-            client = _health.SGLangClient(base, request_timeout=self.cfg["health_timeout_s"])
+            return _health.progress(self.head_client())
         except ValueError:
             return None
-        return _health.progress(client)
 
     def memory(self):
         """Every rank's memory check (after the stop): the shortfalls as 'host: reason'."""
