@@ -6,8 +6,9 @@
 #   engine  the SGLang stand-in (twin/engine/build.sh): 0.5.9, its unchecked-hash
 #           .pyc variant, and 0.5.12
 #   mirror  the Hugging Face mirror (olah from pinned wheels, the twin's model repos)
+#   prometheus  the site's Prometheus and Alertmanager (Debian's packages)
 # Each image carries a label with the hash of its inputs and is rebuilt only when
-# they change. Usage: build.sh [base|node|node-ssh|engine|mirror|all]...
+# they change. Usage: build.sh [base|node|node-ssh|engine|mirror|prometheus|all]...
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +17,7 @@ BASE_IMAGE=${SPARKSIM_BASE_IMAGE:-sparkfleet-twin/base:bookworm}
 NODE_IMAGE=${SPARKSIM_NODE_IMAGE:-sparkfleet-twin/node:bookworm}
 NODE_SSH_IMAGE=${SPARKSIM_NODE_SSH_IMAGE:-sparkfleet-twin/node-ssh:bookworm}
 MIRROR_IMAGE=${SPARKSIM_MIRROR_IMAGE:-sparkfleet-twin/mirror:olah}
+PROMETHEUS_IMAGE=${SPARKSIM_PROMETHEUS_IMAGE:-sparkfleet-twin/prometheus:bookworm}
 MIRROR_WHEELS=${SPARKSIM_MIRROR_WHEELS:-$root/.cache/mirror-wheels}
 base_packages=python3,iproute2,iputils-ping,procps,ca-certificates,tini
 
@@ -117,6 +119,19 @@ build_mirror() {
   log "built $MIRROR_IMAGE ($(docker image inspect -f '{{.Size}}' "$MIRROR_IMAGE" | numfmt --to=iec))"
 }
 
+build_prometheus() {
+  local want
+  want=$( { current_label "$BASE_IMAGE"; cat "$root"/twin/prometheus/*; } | sha256sum | cut -c1-16)
+  if [[ "$(current_label "$PROMETHEUS_IMAGE")" == "$want" ]]; then
+    log "$PROMETHEUS_IMAGE is current"
+    return
+  fi
+  log "building $PROMETHEUS_IMAGE (apt inside the build)"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
+    -t "$PROMETHEUS_IMAGE" "$root/twin/prometheus" >/dev/null
+  log "built $PROMETHEUS_IMAGE ($(docker image inspect -f '{{.Size}}' "$PROMETHEUS_IMAGE" | numfmt --to=iec))"
+}
+
 build_engine() {
   "$root/twin/engine/build.sh"
   "$root/twin/engine/build.sh" --pyc-mode unchecked-hash
@@ -135,7 +150,8 @@ for target in "${targets[@]}"; do
     node-ssh) build_base; build_node; build_node_ssh ;;
     engine) build_base; build_engine ;;
     mirror) build_base; build_mirror ;;
-    all) build_base; build_node; build_node_ssh; build_engine; build_mirror ;;
-    *) log "unknown target $target (base|node|node-ssh|engine|mirror|all)"; exit 2 ;;
+    prometheus) build_base; build_prometheus ;;
+    all) build_base; build_node; build_node_ssh; build_engine; build_mirror; build_prometheus ;;
+    *) log "unknown target $target (base|node|node-ssh|engine|mirror|prometheus|all)"; exit 2 ;;
   esac
 done

@@ -314,6 +314,8 @@ def test_status_report_shows_every_node_and_a_healthy_head():
             "current",
         ]
     assert "API 0.0.0.0:8081 on spark-1: healthy, serving qwen3.8-27b" in plain
+    # The twin's Prometheus was asked (monitoring_prometheus_url); a healthy cluster fires nothing.
+    assert "alerts (http://192.168.3.251:9090): none firing" in plain
 
 
 @pytest.mark.parametrize(

@@ -972,6 +972,8 @@ class Watchdog:
             return None
         first = state["bad"]["first"]
         incident = self.evidence(kind, reason, obs, now)
+        if stall:
+            state["last_stall"] = {"time": now, "at": iso(now), "reason": reason}
         self.decide(
             state,
             "restart",
@@ -999,6 +1001,7 @@ class Watchdog:
             self.give_up(state, f"a launcher refused to start: {msg}", done)
             return None
         if rc == EX_MEMORY:
+            state["last_memory"] = {"time": done, "at": iso(done), "ok": False, "reason": msg}
             self.reboot_required(state, msg, incident, done)
             state.setdefault("restarts", []).append(entry)
             self.save(state)
@@ -1009,6 +1012,13 @@ class Watchdog:
             entry["transient"] = True
             self.decide(state, "restart-deferred", msg, done, rc=rc)
         elif rc == 0:
+            # Every rank started, so every node passed the memory check after the stop.
+            state["last_memory"] = {
+                "time": done,
+                "at": iso(done),
+                "ok": True,
+                "reason": "every node had the memory its rank needs",
+            }
             entry["healthy_at"] = done
             entry["decision_to_healthy_s"] = round(done - now, 1)
             entry["detection_to_healthy_s"] = round(done - first, 1)
@@ -1269,6 +1279,8 @@ class Watchdog:
             "reboot_required": _first_line(self.reboot) if os.path.exists(self.reboot) else None,
             "stall_s": self.wd.get("stall_s", 0),
             "progress": state.get("progress"),
+            "last_stall": state.get("last_stall"),
+            "last_memory": state.get("last_memory"),
             "last_observation": state.get("last_observation"),
             "last_decision": state.get("last_decision"),
             "restarts_in_window": len(restarts_in_window(state, self.wd["window_s"], now)),

@@ -671,6 +671,9 @@ def test_a_head_answering_health_but_generating_nothing_is_restarted_in_stall_pl
     assert restart["detected_at"] == restart["time"]
     assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
     assert len(rig.lines("observed wedged: head spark-1 answers /health 200 but generated")) == 1
+    # status.yml shows the last stall decision, with its figures.
+    last = rig.dog.summary()["last_stall"]
+    assert last["time"] == restart["time"] and last["reason"] == restart["reason"]
 
 
 def test_a_stall_is_timed_from_the_first_reading_that_saw_the_request_running(rig):
@@ -753,6 +756,9 @@ def test_a_node_without_the_memory_gets_nothing_started_and_the_watchdog_says_re
     assert state["last_observation"]["kind"] == "reboot-required"
     assert "after the reboot: sparkfleet-watchdog clear" in state["last_observation"]["reason"]
     assert "spark-3" in rig.dog.summary()["reboot_required"]
+    memory = rig.dog.summary()["last_memory"]
+    assert memory["ok"] is False and "needs 100.0 GiB but 12.0 GiB" in memory["reason"]
+    assert rig.dog.summary()["last_stall"] is None
     assert len(rig.lines("decision=reboot-required")) == 1
     # The node rebooted (memory back), the operator clears: the cluster is started in order.
     del rig.world.short["spark-3"]
@@ -761,6 +767,7 @@ def test_a_node_without_the_memory_gets_nothing_started_and_the_watchdog_says_re
     assert not (rig.tmp / "state" / "reboot-required").exists()
     assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
     assert rig.state()["last_observation"]["kind"] == "healthy"
+    assert rig.dog.summary()["last_memory"]["ok"] is True
 
 
 # --- what Prometheus reads: the node_exporter textfile -----------------------------------------

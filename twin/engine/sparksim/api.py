@@ -508,3 +508,12 @@ async def dummy_route(request):
     if request.path in ("/health", "/health_generate", "/ping"):
         return http.Response(200)
     return http.json_response({"detail": "Not Found"}, 404)
+
+
+async def dummy_metrics_route(request):
+    """With --enable-metrics upstream adds its Prometheus middleware to the worker's server:
+    /metrics answers with what the node's own processes export (no scheduler metrics, those
+    are tp_rank 0's, on the head)."""
+    if request.path == "/metrics":
+        return http.Response(200, "", "text/plain; version=0.0.4")
+    return await dummy_route(request)

@@ -171,7 +171,8 @@ def _run_worker(args, proc):
 
     def serve():
         async def run():
-            server = await http.start(args.host, args.port, api.dummy_route)
+            route = api.dummy_metrics_route if args.enable_metrics else api.dummy_route
+            server = await http.start(args.host, args.port, route)
             async with server:
                 await server.serve_forever()
 
