@@ -287,6 +287,14 @@ FIELDS = (
     ),
     _f("health_timeout_s", "int", "How long bring-up waits for the head's C(/health) 200."),
     _f(
+        "decode_floor_tps",
+        "float",
+        "Decode tokens per second per running request below which this profile counts as slow "
+        "under load (the monitoring role's C(SparkfleetDecodeSlow) alert; a figure from "
+        "C(playbooks/bench.yml) on a healthy cluster, less a margin). 0 leaves the alert out.",
+        default=0.0,
+    ),
+    _f(
         "disk_required_gb",
         "int",
         "Free space the weights need on the filesystem of C(model_path) when they are not "

@@ -44,7 +44,10 @@ REPO_DASHBOARD = (
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     root = tmp_path_factory.mktemp("monitoring")
-    hosts, group, extra = mutate(group={"watchdog_stall_s": 90})
+    # The decode floor is the profile's own (its decode_floor_tps field).
+    hosts, group, extra = mutate(
+        group={"watchdog_stall_s": 90, "sglang_profile_overrides": {"decode_floor_tps": 20}}
+    )
     write_inventory(str(root), hosts, group, extra)
     (root / "play.yml").write_text(PLAYBOOK, encoding="utf-8")
     out = root / "prometheus"
@@ -57,14 +60,75 @@ def rendered(tmp_path_factory):
                 "monitoring_file_sd_dir": str(out / "file_sd"),
                 "monitoring_rules_dir": str(out / "rules"),
                 "monitoring_cluster": CLUSTER,
-                "monitoring_decode_floor_tps": 20,
                 "monitoring_promtool": PROMTOOL,
                 "monitoring_grafana_dashboard_dir": str(out / "dashboards"),
+                "monitoring_prometheus_config": str(out / "prometheus.yml"),
+                "monitoring_scrape_interval": "10s",
+                "monitoring_alertmanagers": ["am1.example.org:9093", "am2.example.org:9093"],
             }
         ),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return {"root": out, "hosts": hosts, "group": group}
+
+
+def test_the_whole_configuration_reads_every_clusters_targets_and_rules(rendered):
+    out = rendered["root"]
+    path = out / "prometheus.yml"
+    check = subprocess.run(
+        [PROMTOOL, "check", "config", str(path)], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    # promtool found the rule file and both target files through the globs.
+    assert f"sparkfleet-{CLUSTER}.rules.yml" in check.stdout
+    config = yaml.safe_load(path.read_text())
+    assert config["global"] == {"scrape_interval": "10s", "evaluation_interval": "15s"}
+    assert config["rule_files"] == [str(out / "rules" / "sparkfleet-*.rules.yml")]
+    targets = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert targets == ["am1.example.org:9093", "am2.example.org:9093"]
+    jobs = {j["job_name"]: j["file_sd_configs"][0]["files"] for j in config["scrape_configs"]}
+    assert jobs == {
+        "sparkfleet-sglang": [str(out / "file_sd" / "sparkfleet-*-sglang.json")],
+        "sparkfleet-node": [str(out / "file_sd" / "sparkfleet-*-node.json")],
+    }
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("monitoring_reload_url", "localhost:9090/-/reload"),
+        ("monitoring_alertmanagers", ["http://am.example.org:9093"]),
+        ("monitoring_scrape_interval", "ten seconds"),
+        ("monitoring_prometheus_config", "prometheus.yml"),
+    ],
+)
+def test_unusable_monitoring_variables_are_refused_before_anything_is_written(
+    tmp_path, variable, value
+):
+    hosts, group, extra = mutate()
+    write_inventory(str(tmp_path), hosts, group, extra)
+    (tmp_path / "play.yml").write_text(PLAYBOOK, encoding="utf-8")
+    out = tmp_path / "prometheus"
+    result = run_playbook(
+        str(tmp_path),
+        str(tmp_path / "play.yml"),
+        "-e",
+        json.dumps(
+            {
+                "monitoring_file_sd_dir": str(out / "file_sd"),
+                "monitoring_rules_dir": str(out / "rules"),
+                "monitoring_promtool": PROMTOOL,
+                variable: value,
+            }
+        ),
+    )
+    assert result.returncode != 0
+    refused = "the monitoring variables are not usable"
+    (line,) = [x for x in result.stdout.splitlines() if refused in x][:1]
+    assert f"{variable} is {json.dumps(value)}; fix: " in line
+    # Only the unusable variable is named.
+    assert line.count("; fix: ") == 1
+    assert not out.exists()
 
 
 def test_targets_name_every_node_with_its_cluster_rank_and_port(rendered):

@@ -71,6 +71,11 @@ def test_rendezvous_brings_up_head_and_worker(healthy):
     assert healthy.healthy(0)
     assert healthy.healthy(1), "worker's dummy health server should answer 200"
     assert request(f"{healthy.url(1)}/health_generate")[0] == 200
+    # --enable-metrics: the worker's health server carries the metrics route too (a scrape target
+    # that is up), the scheduler's series are the head's; any other path is still 404.
+    status, body = request(f"{healthy.url(1)}/metrics")
+    assert status == 200 and "sglang:num_running_reqs" not in body
+    assert request(f"{healthy.url(1)}/v1/models")[0] == 404
     head = healthy.logs(0)
     assert READY_LINE in head
     assert "Rendezvous: rank 1 joined" in head
