@@ -188,6 +188,59 @@ def test_a_spinning_head_answers_health_but_generates_nothing(healthy):
         docker("exec", head, "rm", "-f", "/tmp/sparksim-spin", check=False)
 
 
+def _families(url):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = request(f"{url}/metrics")
+    assert status == 200
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def _sample(families, family, sample):
+    (value,) = [s.value for s in families[family].samples if s.name == sample]
+    return value
+
+
+def test_metrics_carry_sglangs_names_types_and_latency_histograms(healthy):
+    """What a dashboard reads: SGLang's gauges, counters and histograms, parsed by the
+    Prometheus client library; one request moves each as the real server's would."""
+    url = healthy.url(0)
+    before = _families(url)
+    kinds = {name: f.type for name, f in before.items()}
+    for gauge in ("num_running_reqs", "num_queue_reqs", "token_usage", "gen_throughput"):
+        assert kinds[f"sglang:{gauge}"] == "gauge", kinds
+    for counter in ("num_requests", "prompt_tokens", "generation_tokens"):
+        assert kinds[f"sglang:{counter}"] == "counter", kinds
+    for hist in ("time_to_first_token", "inter_token_latency", "e2e_request_latency"):
+        assert kinds[f"sglang:{hist}_seconds"] == "histogram", kinds
+    status, _body = chat(url, "count to twenty", 20, KEY)
+    assert status == 200
+    after = _families(url)
+
+    def moved(family, sample):
+        return _sample(after, family, sample) - _sample(before, family, sample)
+
+    assert moved("sglang:generation_tokens", "sglang:generation_tokens_total") == 20
+    assert moved("sglang:num_requests", "sglang:num_requests_total") == 1
+    assert (
+        moved("sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_count") == 1
+    )
+    assert (
+        moved("sglang:inter_token_latency_seconds", "sglang:inter_token_latency_seconds_count")
+        == 19
+    )
+    assert (
+        moved("sglang:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds_count") == 1
+    )
+    # 20 tokens at 50 tok/s: the request took about 0.4 s, inside the histogram's buckets.
+    assert (
+        0.2
+        < moved("sglang:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds_sum")
+        < 5
+    )
+    assert _sample(after, "sglang:num_running_reqs", "sglang:num_running_reqs") == 0
+
+
 def test_missing_rank_never_serves(cluster_factory):
     cluster = cluster_factory("missing", flags=["--watchdog-timeout", "2"]).start(ranks=[0])
     assert wait_for(lambda: "Rendezvous: waiting for rank(s) 1" in cluster.logs(0), 15)

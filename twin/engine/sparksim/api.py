@@ -15,7 +15,7 @@ import secrets
 import time
 import uuid
 
-from sparksim import http, model, upstream
+from sparksim import http, metrics, model, upstream
 
 logger = logging.getLogger("sglang.srt.entrypoints.http_server")
 
@@ -62,7 +62,11 @@ class Frontend:
         self.status = "Starting"
         self.writer = None
         self.crash_on_abort = _env_bool("SPARKSIM_ABORT_CRASH", False)
-        self.stats = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "running": 0}
+        # SGLang's /metrics (sparksim/metrics.py); token usage against the context length of
+        # the scheduler's running-request limit.
+        self.metrics = metrics.Metrics(
+            args.served_model_name, context_len * int(getattr(args, "max_running_requests", 0) or 1)
+        )
 
     async def attach(self, sock):
         reader, self.writer = await asyncio.open_connection(sock=sock, limit=16 * 1024 * 1024)
@@ -102,9 +106,7 @@ class Frontend:
             max_new = model.DEFAULT_MAX_NEW_TOKENS
         q = asyncio.Queue()
         self.queues[rid] = q
-        self.stats["requests"] += 1
-        self.stats["prompt_tokens"] += n_prompt
-        self.stats["running"] += 1
+        self.metrics.started(rid, n_prompt)
         self._send(
             {
                 "op": "gen",
@@ -135,14 +137,14 @@ class Frontend:
                     break
                 word, finish = getter.result()
                 if word is not None:
-                    self.stats["generation_tokens"] += 1
+                    self.metrics.token(rid)
                 yield word, finish
                 if finish:
                     finished = True
                     return
         finally:
             self.queues.pop(rid, None)
-            self.stats["running"] -= 1
+            self.metrics.finished(rid)
             if not finished:
                 self._abort(rid)
 
@@ -329,23 +331,13 @@ class Api:
                 "version": self.fe.version,
                 "status": self.fe.status,
                 "context_len": self.fe.context_len,
-                "internal_states": [{"running_requests": self.fe.stats["running"]}],
+                "internal_states": [{"running_requests": self.fe.metrics.num_running}],
             }
         )
         return http.json_response(info)
 
     async def metrics(self, request):
-        name = self.args.served_model_name
-        s = self.fe.stats
-        lines = []
-        for metric, kind, value in (
-            ("sglang:num_running_reqs", "gauge", s["running"]),
-            ("sglang:num_requests_total", "counter", s["requests"]),
-            ("sglang:prompt_tokens_total", "counter", s["prompt_tokens"]),
-            ("sglang:generation_tokens_total", "counter", s["generation_tokens"]),
-        ):
-            lines += [f"# TYPE {metric} {kind}", f'{metric}{{model_name="{name}"}} {value}']
-        return http.Response(200, "\n".join(lines) + "\n", "text/plain; version=0.0.4")
+        return http.Response(200, self.fe.metrics.text(), "text/plain; version=0.0.4")
 
     async def generate(self, request):
         body = request.json() or {}
