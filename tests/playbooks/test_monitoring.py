@@ -345,12 +345,14 @@ def test_no_watchdog_series_at_all_fires_after_ten_minutes(rendered, tmp_path):
 
 
 def test_an_unreachable_node_mtu_and_restarts_near_the_bound(rendered, tmp_path):
-    gone = {**HEAD, "node": "spark-4"}
+    # The head's node_exporter target (node="spark-1") carries the series; the node it is
+    # about is its own label, host (a textfile label named node would be renamed).
+    gone = {**HEAD, "host": "spark-4"}
     rc, out = promtool_test(
         rendered,
         tmp_path,
         [
-            series("sparkfleet_watchdog_node_unreachable_seconds", "30 90", node="spark-4"),
+            series("sparkfleet_watchdog_node_unreachable_seconds", "30 90", host="spark-4"),
             series("node_network_mtu_bytes", "9000 1500", device="enp1s0f0np0", node="spark-3"),
             series("node_network_mtu_bytes", "1500 1500", device="enP7s7", node="spark-3"),
             series("sparkfleet_watchdog_restarts_in_window", "1 2"),
@@ -368,7 +370,7 @@ def test_an_unreachable_node_mtu_and_restarts_near_the_bound(rendered, tmp_path)
                             rendered,
                             "SparkfleetNodeUnreachable",
                             **{
-                                "{{ $labels.node }}": "spark-4",
+                                "{{ $labels.host }}": "spark-4",
                                 "{{ $value | humanizeDuration }}": "1m 30s",
                             },
                         ),

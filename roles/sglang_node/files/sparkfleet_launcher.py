@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The launcher of one SGLang rank on one node.
 
-Installed by the role sparkfleet.serving.sglang_node beside _converge.py, with a
-one-line wrapper at the launcher path (sglang_node_bin) that runs it as
+Installed by the role sparkfleet.serving.sglang_node beside _converge.py and _textfile.py,
+with a one-line wrapper at the launcher path (sglang_node_bin) that runs it as
 
-  python3 sparkfleet_launcher.py [--config RANK_JSON] VERB [ARGS]
+  python3 sparkfleet_launcher.py [--config RANK_JSON] [--textfile-dir DIR] VERB [ARGS]
 
   start             check the node, remove this launcher's other ranks and a leftover
                     container, run the rank, keep its log (follow-log, detached)
@@ -24,6 +24,9 @@ one-line wrapper at the launcher path (sglang_node_bin) that runs it as
 Every setting comes from one JSON file rendered by the role (--config, else
 $SPARKFLEET_RANK_CONFIG, else /etc/sparkfleet/rank.json). A refusal is logged as
 "REFUSED: <reason>" (stderr, last line, and <log_dir>/launch.log) and exits 1.
+With --textfile-dir, each start, stop and refusal also rewrites sparkfleet_rank.prom there
+(node_exporter's textfile collector): what this node's launcher last did, and the
+configuration it last started.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import _converge
+    import _textfile
 except ImportError:  # the checkout's unit tests run this file from roles/sglang_node/files
-    from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge
+    from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge, _textfile
 
 DEFAULT_CONFIG = "/etc/sparkfleet/rank.json"
 USAGE = "start|check|memcheck|stop [--restart]|status|tail [LINES]|show|config-hash"
@@ -165,7 +169,82 @@ class Rank:
 
     def refuse(self, reason):
         self.log(f"REFUSED: {reason}")
+        self.export("refusal")
         raise Exit(EX_REFUSED)
+
+    # --- what node_exporter reads ---------------------------------------------------
+
+    textfile_dir = ""
+
+    def export(self, event, **info):
+        """Record a start, stop or refusal, and rewrite sparkfleet_rank.prom from the record.
+
+        The record (<log_dir>/launcher-metrics.json) keeps the last time of each event; the
+        series carry no node or rank label (the scrape target has them).
+        """
+        if not self.textfile_dir:
+            return
+        record_path = os.path.join(self.log_dir, "launcher-metrics.json")
+        try:
+            with open(record_path, encoding="utf-8") as fh:
+                record = json.load(fh)
+        except (OSError, ValueError):
+            record = {}
+        record[event] = datetime.datetime.now(datetime.timezone.utc).timestamp()
+        record.update(info)
+        try:
+            os.makedirs(self.log_dir, exist_ok=True)
+            with open(record_path + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(record_path + ".tmp", record_path)
+        except OSError as exc:
+            print(f"{self.prog}: cannot keep {record_path}: {exc}", file=sys.stderr)
+        families = [
+            (
+                f"last_{name}_timestamp_seconds",
+                "gauge",
+                f"When this node's launcher last {what}.",
+                [({}, record[name])] if name in record else [],
+            )
+            for name, what in (
+                ("start", "started its rank"),
+                ("stop", "stopped its rank"),
+                ("refusal", "refused to start its rank (launch.log says why)"),
+            )
+        ]
+        families.append(
+            (
+                "stopped",
+                "gauge",
+                "1 after a deliberate stop (the watchdog leaves the rank alone until a start).",
+                [({}, int(record.get("stopped", False)))],
+            )
+        )
+        if record.get("config_hash"):
+            families.append(
+                (
+                    "info",
+                    "gauge",
+                    "The container, image and configuration hash this node last started.",
+                    [
+                        (
+                            {
+                                "container": record.get("container", self.name),
+                                "image": record.get("image", self.image),
+                                "config_hash": record["config_hash"],
+                            },
+                            1,
+                        )
+                    ],
+                )
+            )
+        problem = _textfile.write_textfile(
+            self.textfile_dir,
+            "sparkfleet_rank.prom",
+            _textfile.metrics_text(families, "sparkfleet_rank_"),
+        )
+        if problem:
+            print(f"{self.prog}: {problem}", file=sys.stderr)
 
     # --- what this rank runs --------------------------------------------------------
 
@@ -353,6 +432,9 @@ class Rank:
         self.log(
             f"started {self.name} (rank {self.rank}, config {config_hash}), log {self.engine_log}"
         )
+        self.export(
+            "start", stopped=False, container=self.name, image=self.image, config_hash=config_hash
+        )
 
     def follow_log(self):
         """Keep the engine's output where it survives the container, without the API key."""
@@ -393,6 +475,7 @@ class Rank:
             must("rm", "-f", self.name)
             self.log(f"stopped {self.name} ({why})")
         self.remove_other_ranks()
+        self.export("stop", stopped=why == "deliberate")
 
     def tail(self, lines):
         """The last lines of the kept engine log (API key already masked): the watchdog's
@@ -452,15 +535,25 @@ def last_lines(path, count):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     config = os.environ.get("SPARKFLEET_RANK_CONFIG") or DEFAULT_CONFIG
-    if argv and argv[0].startswith("--config="):
-        config, argv = argv[0].split("=", 1)[1], argv[1:]
-    elif argv and argv[0] == "--config" and len(argv) > 1:
-        config, argv = argv[1], argv[2:]
+    textfile_dir = ""
+    while argv and argv[0].split("=", 1)[0] in ("--config", "--textfile-dir"):
+        name, _, value = argv[0].partition("=")
+        if not _:
+            if len(argv) < 2:
+                break
+            value, argv = argv[1], argv[1:]
+        argv = argv[1:]
+        if name == "--config":
+            config = value
+        else:
+            textfile_dir = value
     verb, args = (argv[0], argv[1:]) if argv else ("", [])
     try:
         rank, problem = Rank.load(config), None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         rank, problem = None, exc
+    if rank is not None:
+        rank.textfile_dir = textfile_dir
     prog = rank.prog if rank else os.path.basename(sys.argv[0])
     verbs = (
         "start",

@@ -47,12 +47,14 @@ import sys
 import time
 
 # The collection's one HTTP client of the SGLang API (plugins/module_utils/_health.py, the
-# same code as the sglang_health module), installed beside this file by the role.
+# same code as the sglang_health module) and its node_exporter textfile writer
+# (_textfile.py, the launcher's too), installed beside this file by the role.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import _health
+    import _textfile
 except ImportError:  # the checkout's unit tests import this file from roles/watchdog/files
-    from ansible_collections.sparkfleet.serving.plugins.module_utils import _health
+    from ansible_collections.sparkfleet.serving.plugins.module_utils import _health, _textfile
 
 CONFIG = os.environ.get("SPARKFLEET_CLUSTER_CONFIG", "/etc/sparkfleet/cluster.json")
 
@@ -593,7 +595,7 @@ class Cluster:
             for host, (code, out, _err) in self.each(self.ranks, "config-hash").items():
                 if code == 0 and re.fullmatch(r"[0-9a-f]{16,64}", out.strip()):
                     hashes[host] = out.strip()
-        text = metrics_text(
+        text = _textfile.metrics_text(
             [
                 (
                     "last_restart_timestamp_seconds",
@@ -622,8 +624,8 @@ class Cluster:
                     [
                         (
                             {
-                                "node": r["host"],
-                                "rank": r["rank"],
+                                "host": r["host"],
+                                "spark_rank": r["rank"],
                                 "config_hash": hashes[r["host"]],
                             },
                             1,
@@ -633,7 +635,7 @@ class Cluster:
                     ],
                 ),
             ],
-            prefix="sparkfleet_cluster_",
+            "sparkfleet_cluster_",
         )
         write_textfile(directory, "sparkfleet_cluster.prom", text, self.log)
 
@@ -1164,7 +1166,7 @@ class Watchdog:
         done = [r for r in restarts if "detection_to_healthy_s" in r]
         lost = state.get(UNREACHABLE, {})
         prog = state.get("progress") or {}
-        text = metrics_text(
+        text = _textfile.metrics_text(
             [
                 (
                     "last_run_timestamp_seconds",
@@ -1237,8 +1239,8 @@ class Watchdog:
                 (
                     "node_unreachable_seconds",
                     "gauge",
-                    "How long each unreachable node has not answered.",
-                    [({"node": h}, now - e["since"]) for h, e in sorted(lost.items())],
+                    "How long each unreachable node (host) has not answered.",
+                    [({"host": h}, now - e["since"]) for h, e in sorted(lost.items())],
                 ),
                 (
                     "stalled_seconds",
@@ -1259,7 +1261,8 @@ class Watchdog:
                     "From the first bad observation to healthy again, last recovered restart.",
                     [({}, r["detection_to_healthy_s"]) for r in done[-1:]],
                 ),
-            ]
+            ],
+            "sparkfleet_watchdog_",
         )
         write_textfile(directory, "sparkfleet_watchdog.prom", text, self.log)
 
@@ -1289,35 +1292,13 @@ class Watchdog:
         }
 
 
-def metrics_text(families, prefix="sparkfleet_watchdog_"):
-    """Prometheus text exposition of [(name, type, help, [(labels, value)])]."""
-    lines = []
-    for name, kind, text, samples in families:
-        lines += [f"# HELP {prefix}{name} {text}", f"# TYPE {prefix}{name} {kind}"]
-        for labels, value in samples:
-            tags = ",".join(
-                '{}="{}"'.format(k, str(v).replace("\\", "\\\\").replace('"', '\\"'))
-                for k, v in sorted(labels.items())
-            )
-            value = float(value)
-            number = str(int(value)) if value.is_integer() else repr(round(value, 3))
-            lines.append(
-                f"{prefix}{name}{{{tags}}} {number}" if tags else f"{prefix}{name} {number}"
-            )
-    return "\n".join(lines) + "\n"
-
-
+# A textfile's own labels never take the names its scrape target carries (cluster, node,
+# rank: monitoring role's file_sd): Prometheus would rename them exported_<name>. A node the
+# series is about is its "host", a rank its "spark_rank".
 def write_textfile(directory, name, text, log):
-    """Write a node_exporter textfile whole, then rename it (never a half-written file)."""
-    path = os.path.join(directory, name)
-    try:
-        os.makedirs(directory, mode=0o755, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        log(f"cannot write {path}: {exc}", "WARNING")
+    problem = _textfile.write_textfile(directory, name, text)
+    if problem:
+        log(problem, "WARNING")
 
 
 def _first_line(path):

@@ -268,11 +268,13 @@ def test_config_hash_changes_with_each_kind_of_file(node, change):
 
 
 def test_config_hash_installed_beside_converge(node, tmp_path):
-    """On a node the launcher imports the _converge.py copied beside it (no collection)."""
+    """On a node the launcher imports the _converge.py and _textfile.py copied beside it
+    (no collection)."""
     sbin = tmp_path / "sbin"
     sbin.mkdir()
     shutil.copy(LAUNCHER, sbin / "sparkfleet_launcher.py")
     shutil.copy(CONVERGE, sbin / "_converge.py")
+    shutil.copy(CONVERGE.parent / "_textfile.py", sbin / "_textfile.py")
     out = subprocess.run(
         [sys.executable, str(sbin / "sparkfleet_launcher.py"), "config-hash"],
         capture_output=True,
@@ -746,3 +748,62 @@ def test_an_unreadable_config_is_refused(node):
     assert out.returncode == 1
     assert "REFUSED: cannot read the rank configuration" in out.stderr.splitlines()[-1]
     assert node.calls() == []
+
+
+# --- what node_exporter reads: sparkfleet_rank.prom ---------------------------------------
+
+
+def _rank_textfile(directory):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = (directory / "sparkfleet_rank.prom").read_text()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            # The scrape target carries node and rank: the file never names them.
+            assert not {"cluster", "node", "rank", "instance", "job"} & set(sample.labels)
+            samples[sample.name] = (dict(sample.labels), sample.value)
+    return samples
+
+
+def test_each_start_stop_and_refusal_rewrites_the_ranks_textfile(node, tmp_path):
+    textfiles = tmp_path / "node-exporter"
+    opt = ["--textfile-dir", str(textfiles)]
+    node.answer("container", "exited -\n")
+    before = time.time()
+    assert node.run(*opt, "start").returncode == 0
+    got = _rank_textfile(textfiles)
+    labels, one = got["sparkfleet_rank_info"]
+    assert one == 1
+    assert labels == {
+        "container": NAME,
+        "image": node.cfg["image"],
+        "config_hash": node.expected_hash(),
+    }
+    assert before <= got["sparkfleet_rank_last_start_timestamp_seconds"][1] <= time.time()
+    assert got["sparkfleet_rank_stopped"][1] == 0
+    assert "sparkfleet_rank_last_stop_timestamp_seconds" not in got
+    # A deliberate stop: stopped 1, the last start and its configuration kept.
+    assert node.run(*opt, "stop").returncode == 0
+    after_stop = _rank_textfile(textfiles)
+    assert after_stop["sparkfleet_rank_stopped"][1] == 1
+    assert after_stop["sparkfleet_rank_info"] == got["sparkfleet_rank_info"]
+    assert (
+        after_stop["sparkfleet_rank_last_start_timestamp_seconds"]
+        == got["sparkfleet_rank_last_start_timestamp_seconds"]
+    )
+    assert after_stop["sparkfleet_rank_last_stop_timestamp_seconds"][1] >= before
+    # A refusal is recorded too (launch.log says why); a restart's stop is not deliberate.
+    node.mtu_file.write_text("1500\n")
+    assert node.run(*opt, "start").returncode == 1
+    assert "sparkfleet_rank_last_refusal_timestamp_seconds" in _rank_textfile(textfiles)
+    assert node.run(*opt, "stop", "--restart").returncode == 0
+    assert _rank_textfile(textfiles)["sparkfleet_rank_stopped"][1] == 0
+    assert not list(textfiles.glob("*.tmp"))
+
+
+def test_without_a_textfile_directory_nothing_is_written(node, tmp_path):
+    node.answer("container", "exited -\n")
+    assert node.run("start").returncode == 0
+    assert not (node.log_dir / "launcher-metrics.json").exists()
+    assert not list(tmp_path.rglob("sparkfleet_rank.prom"))

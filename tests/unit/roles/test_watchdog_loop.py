@@ -773,11 +773,17 @@ def test_a_node_without_the_memory_gets_nothing_started_and_the_watchdog_says_re
 # --- what Prometheus reads: the node_exporter textfile -----------------------------------------
 
 
+# The labels the monitoring role's scrape targets carry (and Prometheus' own): a textfile
+# label of the same name would reach Prometheus renamed exported_<name>.
+TARGET_LABELS = {"cluster", "node", "rank", "instance", "job"}
+
+
 def read_textfile(rig):
     text = (rig.tmp / "textfile" / "sparkfleet_watchdog.prom").read_text()
     samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            assert not TARGET_LABELS & set(sample.labels), sample
             key = sample.name + "".join(f"{{{k}={v}}}" for k, v in sorted(sample.labels.items()))
             samples[key] = sample.value
     return samples
@@ -817,11 +823,13 @@ def test_the_textfile_says_what_the_watchdog_saw_and_did(rig):
 
 def read_cluster_textfile(rig):
     text = (rig.tmp / "textfile" / "sparkfleet_cluster.prom").read_text()
-    return [
+    got = [
         (sample.name, dict(sample.labels), sample.value)
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     ]
+    assert all(not TARGET_LABELS & set(labels) for _n, labels, _v in got), got
+    return got
 
 
 def test_each_ordered_restart_leaves_its_outcome_and_every_ranks_config_hash(rig):
@@ -836,7 +844,7 @@ def test_each_ordered_restart_leaves_its_outcome_and_every_ranks_config_hash(rig
     assert took == pytest.approx(restart["healthy_at"] - restart["time"], abs=0.01)
     info = [(labels, v) for n, labels, v in got if n == "sparkfleet_cluster_rank_config_info"]
     assert info == [
-        ({"node": host, "rank": str(i), "config_hash": f"{i:016x}"}, 1.0)
+        ({"host": host, "spark_rank": str(i), "config_hash": f"{i:016x}"}, 1.0)
         for i, host in enumerate(HOSTS)
     ]
     # A restart that started nothing says so, and claims no rank runs a configuration.
@@ -856,7 +864,7 @@ def test_the_textfile_names_a_node_gone_and_a_give_up(rig):
     rig.cron(2)
     got = read_textfile(rig)
     assert got["sparkfleet_watchdog_unreachable_nodes"] == 1
-    assert got["sparkfleet_watchdog_node_unreachable_seconds{node=spark-4}"] >= 100
+    assert got["sparkfleet_watchdog_node_unreachable_seconds{host=spark-4}"] >= 100
     assert got["sparkfleet_watchdog_observation{kind=unreachable}"] == 1
     rig.world.power_on("spark-4")
     rig.world.refuse["spark-2"] = "MTU 1500 on enp1s0f0np0, not 9000"
