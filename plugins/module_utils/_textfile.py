@@ -11,8 +11,8 @@ file renamed over the old one, so node_exporter never reads half a file).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
 
 
 def metrics_text(families, prefix):
@@ -45,23 +45,7 @@ def write_textfile(directory, name, text):
             fh.write(text)
         os.replace(tmp, path)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         return f"cannot write {path}: {exc}"
     return None
-
-
-def read_values(path):
-    """{series name: value} of the unlabelled samples of a textfile this module wrote."""
-    values = {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                match = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*) (\S+)$", line.strip())
-                if match:
-                    values[match.group(1)] = float(match.group(2))
-    except (OSError, ValueError):
-        return {}
-    return values

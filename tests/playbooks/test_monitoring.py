@@ -41,32 +41,38 @@ REPO_DASHBOARD = (
 )
 
 
+def run_role(root, group, **variables):
+    """Run the role for a 4-node inventory in root; its files go to root/prometheus."""
+    hosts, group, extra = mutate(group=group)
+    write_inventory(str(root), hosts, group, extra)
+    (root / "play.yml").write_text(PLAYBOOK, encoding="utf-8")
+    out = root / "prometheus"
+    given = {
+        "monitoring_file_sd_dir": str(out / "file_sd"),
+        "monitoring_rules_dir": str(out / "rules"),
+        "monitoring_promtool": PROMTOOL,
+        **variables,
+    }
+    return (
+        out,
+        hosts,
+        group,
+        run_playbook(str(root), str(root / "play.yml"), "-e", json.dumps(given)),
+    )
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     root = tmp_path_factory.mktemp("monitoring")
     # The decode floor is the profile's own (its decode_floor_tps field).
-    hosts, group, extra = mutate(
-        group={"watchdog_stall_s": 90, "sglang_profile_overrides": {"decode_floor_tps": 20}}
-    )
-    write_inventory(str(root), hosts, group, extra)
-    (root / "play.yml").write_text(PLAYBOOK, encoding="utf-8")
-    out = root / "prometheus"
-    result = run_playbook(
-        str(root),
-        str(root / "play.yml"),
-        "-e",
-        json.dumps(
-            {
-                "monitoring_file_sd_dir": str(out / "file_sd"),
-                "monitoring_rules_dir": str(out / "rules"),
-                "monitoring_cluster": CLUSTER,
-                "monitoring_promtool": PROMTOOL,
-                "monitoring_grafana_dashboard_dir": str(out / "dashboards"),
-                "monitoring_prometheus_config": str(out / "prometheus.yml"),
-                "monitoring_scrape_interval": "10s",
-                "monitoring_alertmanagers": ["am1.example.org:9093", "am2.example.org:9093"],
-            }
-        ),
+    out, hosts, group, result = run_role(
+        root,
+        {"watchdog_stall_s": 90, "sglang_profile_overrides": {"decode_floor_tps": 20}},
+        monitoring_cluster=CLUSTER,
+        monitoring_grafana_dashboard_dir=str(root / "prometheus" / "dashboards"),
+        monitoring_prometheus_config=str(root / "prometheus" / "prometheus.yml"),
+        monitoring_scrape_interval="10s",
+        monitoring_alertmanagers=["am1.example.org:9093", "am2.example.org:9093"],
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return {"root": out, "hosts": hosts, "group": group}
@@ -105,23 +111,7 @@ def test_the_whole_configuration_reads_every_clusters_targets_and_rules(rendered
 def test_unusable_monitoring_variables_are_refused_before_anything_is_written(
     tmp_path, variable, value
 ):
-    hosts, group, extra = mutate()
-    write_inventory(str(tmp_path), hosts, group, extra)
-    (tmp_path / "play.yml").write_text(PLAYBOOK, encoding="utf-8")
-    out = tmp_path / "prometheus"
-    result = run_playbook(
-        str(tmp_path),
-        str(tmp_path / "play.yml"),
-        "-e",
-        json.dumps(
-            {
-                "monitoring_file_sd_dir": str(out / "file_sd"),
-                "monitoring_rules_dir": str(out / "rules"),
-                "monitoring_promtool": PROMTOOL,
-                variable: value,
-            }
-        ),
-    )
+    out, _hosts, _group, result = run_role(tmp_path, {}, **{variable: value})
     assert result.returncode != 0
     refused = "the monitoring variables are not usable"
     (line,) = [x for x in result.stdout.splitlines() if refused in x][:1]

@@ -537,8 +537,8 @@ def main(argv=None):
     config = os.environ.get("SPARKFLEET_RANK_CONFIG") or DEFAULT_CONFIG
     textfile_dir = ""
     while argv and argv[0].split("=", 1)[0] in ("--config", "--textfile-dir"):
-        name, _, value = argv[0].partition("=")
-        if not _:
+        name, equals, value = argv[0].partition("=")
+        if not equals:
             if len(argv) < 2:
                 break
             value, argv = argv[1], argv[1:]
