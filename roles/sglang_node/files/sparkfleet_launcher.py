@@ -168,8 +168,10 @@ class Rank:
         sys.stderr.flush()
 
     def refuse(self, reason):
-        self.log(f"REFUSED: {reason}")
+        # Recorded first: the REFUSED line stays the last on stderr, where the cluster
+        # control reads the reason, whatever the textfile's writing printed.
         self.export("refusal")
+        self.log(f"REFUSED: {reason}")
         raise Exit(EX_REFUSED)
 
     # --- what node_exporter reads ---------------------------------------------------

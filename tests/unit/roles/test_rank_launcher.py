@@ -807,3 +807,15 @@ def test_without_a_textfile_directory_nothing_is_written(node, tmp_path):
     assert node.run("start").returncode == 0
     assert not (node.log_dir / "launcher-metrics.json").exists()
     assert not list(tmp_path.rglob("sparkfleet_rank.prom"))
+
+
+def test_an_unwritable_textfile_directory_never_hides_a_refusal(node, tmp_path):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the directory should be\n")
+    node.mtu_file.write_text("1500\n")
+    out = node.run("--textfile-dir", str(blocked / "node-exporter"), "start")
+    assert out.returncode == 1
+    assert "cannot write" in out.stderr
+    # The cluster control reads the reason from the last stderr line.
+    assert "REFUSED: enp1s0f0np0 MTU is 1500" in out.stderr.strip().splitlines()[-1]
+
