@@ -106,6 +106,7 @@ def test_the_whole_configuration_reads_every_clusters_targets_and_rules(rendered
         ("monitoring_alertmanagers", ["http://am.example.org:9093"]),
         ("monitoring_scrape_interval", "ten seconds"),
         ("monitoring_prometheus_config", "prometheus.yml"),
+        ("monitoring_promtool", "/nonexistent/promtool"),
     ],
 )
 def test_unusable_monitoring_variables_are_refused_before_anything_is_written(
@@ -113,12 +114,19 @@ def test_unusable_monitoring_variables_are_refused_before_anything_is_written(
 ):
     out, _hosts, _group, result = run_role(tmp_path, {}, **{variable: value})
     assert result.returncode != 0
+    assert not out.exists()
+    if variable == "monitoring_promtool":
+        assert (
+            'localhost: monitoring_promtool "/nonexistent/promtool" does not run there'
+            in result.stdout
+        )
+        assert "fix: install Prometheus' promtool on that host" in result.stdout
+        return
     refused = "the monitoring variables are not usable"
     (line,) = [x for x in result.stdout.splitlines() if refused in x][:1]
     assert f"{variable} is {json.dumps(value)}; fix: " in line
     # Only the unusable variable is named.
     assert line.count("; fix: ") == 1
-    assert not out.exists()
 
 
 def test_targets_name_every_node_with_its_cluster_rank_and_port(rendered):
