@@ -818,4 +818,3 @@ def test_an_unwritable_textfile_directory_never_hides_a_refusal(node, tmp_path):
     assert "cannot write" in out.stderr
     # The cluster control reads the reason from the last stderr line.
     assert "REFUSED: enp1s0f0np0 MTU is 1500" in out.stderr.strip().splitlines()[-1]
-
