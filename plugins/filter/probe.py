@@ -31,12 +31,13 @@ def sglang_host_requirements(engine, offline=False):
 
 
 def sglang_host_problems(
-    probe, host, engine, image_pull=False, check_paths=True, staged=None, offline=False
+    probe, host, engine, image_pull=False, check_paths=True, staged=None, offline=False, tools=None
 ):
     """What a node lacks for the profile, each naming host, what and the fix.
 
     ``staged``: host paths the weights stage of the same run provides (not required yet).
     ``offline``: the engine boots with HF_HUB_OFFLINE=1 (a hub-id draft must be cached).
+    ``tools``: the host tools the run's stages rely on (programs, processes, sshd key login).
     """
     try:
         return host_problems(
@@ -47,6 +48,7 @@ def sglang_host_problems(
             bool(check_paths),
             list(staged or []),
             bool(offline),
+            list(tools or []),
         )
     except ValueError as exc:
         raise AnsibleFilterError(f"sglang_host_problems: {exc}") from exc

@@ -10,6 +10,8 @@ per-node launch script, and unit-tested against the seed recipes.
 
 from __future__ import annotations
 
+import fnmatch
+
 from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import memory_problem
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
     defaults,
@@ -291,8 +293,59 @@ def host_requirements(profile, offline=False):
     }
 
 
+def sshd_key_login_problem(user, record):
+    """Why sshd (its effective settings, ``sshd -T``) would refuse ``user``'s key, or None."""
+    if not isinstance(record, dict) or not record.get("ok"):
+        why = (record or {}).get("error") if isinstance(record, dict) else None
+        return f"sshd's settings could not be read ({why or 'not read'})"
+    settings = record.get("settings") or {}
+    if settings.get("pubkeyauthentication", "yes") != "yes":
+        return "sshd has PubkeyAuthentication no"
+    root_login = settings.get("permitrootlogin", "prohibit-password")
+    if user == "root" and root_login not in ("yes", "prohibit-password", "without-password"):
+        return f"sshd has PermitRootLogin {root_login}"
+    users = [p.split("@", 1)[0] for p in settings.get("denyusers", "").split()]
+    if any(fnmatch.fnmatchcase(user, p) for p in users):
+        return f"sshd's DenyUsers matches {user}"
+    users = [p.split("@", 1)[0] for p in settings.get("allowusers", "").split()]
+    if users and not any(fnmatch.fnmatchcase(user, p) for p in users):
+        return f"sshd's AllowUsers ({' '.join(users)}) does not admit {user}"
+    methods = settings.get("authenticationmethods", "any")
+    if methods != "any" and "publickey" not in methods.split():
+        return f"sshd requires AuthenticationMethods {methods}"
+    return None
+
+
+def tool_problems(host, tools, probe):
+    """What a node lacks of the host tools a stage relies on, each naming host, tool and fix.
+
+    ``tools``: [{kind: program|process|sshd_key_login, name, why, fix}]; ``probe``: the node's
+    reading (spark_node_info's ``host``: ``programs``, ``processes``, ``sshd``).
+    """
+    problems = []
+    for tool in tools or ():
+        kind, name = tool["kind"], str(tool["name"])
+        if kind == "program":
+            if (probe.get("programs") or {}).get(name) == "present":
+                continue
+            what = f"{name} is not installed"
+        elif kind == "process":
+            if (probe.get("processes") or {}).get(name):
+                continue
+            what = f"no {name} process runs"
+        elif kind == "sshd_key_login":
+            refused = sshd_key_login_problem(name, probe.get("sshd"))
+            if refused is None:
+                continue
+            what = f"{refused}, so {name} cannot log in with a key"
+        else:
+            raise ValueError(f"unknown host tool kind {kind!r}")
+        problems.append(f"{host}: {what} ({tool['why']}); fix: {tool['fix']}")
+    return problems
+
+
 def host_problems(
-    host, profile, probe, image_pull=False, check_paths=True, staged=(), offline=False
+    host, profile, probe, image_pull=False, check_paths=True, staged=(), offline=False, tools=()
 ):
     """Problems of one node for ``profile``, each naming host, what is missing and the fix.
 
@@ -304,7 +357,7 @@ def host_problems(
     ({path: "present"|"missing"}) and ``paths`` ({path: "file"|"dir"|"other"|"missing"}),
     ``image_id`` ("" when absent), ``image_error`` (docker could not say), ``mem_available``
     (bytes) and ``mem_held`` (bytes the rank's running container uses now; freed by the
-    restart).
+    restart). ``tools``: the host tools the run's stages rely on (``tool_problems``).
     """
     if not isinstance(probe, dict):
         raise ValueError(f"the node's reading is not a mapping: {probe!r}")
@@ -368,7 +421,7 @@ def host_problems(
     )
     if short:
         problems.append(short)
-    return problems
+    return problems + tool_problems(host, tools, probe)
 
 
 def rank_config(profile, rank, paths, env, patches, roce, command):

@@ -316,3 +316,42 @@ def docker_info_record(rc, out, err):
         "version": info["ServerVersion"],
         "runtimes": sorted((info.get("Runtimes") or {}).keys()),
     }
+
+
+def running_processes(names, proc_root="/proc"):
+    """{name: True when a process of that name (its comm) runs} for each name asked."""
+    wanted = {str(n) for n in names}
+    seen = set()
+    try:
+        entries = os.listdir(proc_root)
+    except OSError:
+        entries = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc_root, entry, "comm"), encoding="utf-8") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue
+        if comm in wanted:
+            seen.add(comm)
+    return {name: name in seen for name in sorted(wanted)}
+
+
+# What `sshd -T` says that decides whether a user may log in with a key.
+SSHD_KEYS = ("permitrootlogin", "pubkeyauthentication", "allowusers", "denyusers",
+             "authenticationmethods")  # fmt: skip
+
+
+def sshd_record(rc, out, err):
+    """sshd's effective settings for a connection (``sshd -T -C user=..,addr=..``), or why not."""
+    if rc != 0:
+        return {"ok": False, "error": (err or "").strip() or f"sshd -T exited {rc}"}
+    settings = {}
+    for line in (out or "").splitlines():
+        key, _sep, value = line.strip().partition(" ")
+        key = key.lower()
+        if key in SSHD_KEYS:
+            settings[key] = " ".join(filter(None, [settings.get(key, ""), value.strip()]))
+    return {"ok": True, "settings": settings}

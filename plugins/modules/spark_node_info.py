@@ -162,6 +162,26 @@ options:
         description: The file whose C(MemAvailable) is reported.
         type: path
         default: /proc/meminfo
+      programs:
+        description: Programs (names looked up on the PATH and in the sbin directories, or absolute
+          paths) to report as C(present) or C(missing).
+        type: list
+        elements: str
+        default: []
+      processes:
+        description: Process names (as in C(/proc/<pid>/comm)) to report as running or not.
+        type: list
+        elements: str
+        default: []
+      sshd_user:
+        description: The user whose login sshd's effective settings (C(sshd -T)) are read for; empty
+          skips the reading.
+        type: str
+        default: ""
+      sshd_addr:
+        description: The address that user connects from (sshd's C(Match Address) blocks).
+        type: str
+        default: 127.0.0.1
 notes:
   - Docker is asked once for all images and once for all containers; a node without docker
     reports every image and container with an C(error).
@@ -258,7 +278,9 @@ host:
     - When O(host) is given - C(docker) (C(ok), C(version) or C(error)), C(runtimes), C(cdi) (spec
       files), C(devices) and C(paths) (per path, as in O(host)), C(image_id) (empty when the
       image is absent; C(image_error) when docker could not say), C(mem_available) and
-      C(mem_held) (bytes).
+      C(mem_held) (bytes), C(programs) (C(present) or C(missing) per program), C(processes)
+      (true when one runs, per name) and, with O(host.sshd_user), C(sshd) (C(ok) and the
+      C(settings) that decide a key login, or C(error)).
   returned: when O(host) is given
   type: dict
   sample:
@@ -303,6 +325,8 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state imp
     path_record,
     ping_argv,
     ping_record,
+    running_processes,
+    sshd_record,
     weights_record,
 )
 
@@ -338,6 +362,13 @@ def _docker(module, kind, names):
     return docker_records(out, names, kind)
 
 
+def _program(module, name):
+    """The program's path when it is installed (an absolute path: executable there), else None."""
+    if os.path.isabs(name):
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    return module.get_bin_path(name, opt_dirs=["/usr/sbin", "/sbin", "/usr/local/sbin"])
+
+
 def _host(module, spec):
     """What the engine needs on this node (the host checks), in the shape host_problems reads."""
     out = {
@@ -348,7 +379,26 @@ def _host(module, spec):
         "mem_held": 0,
         "runtimes": [],
         "image_id": "",
+        "programs": {
+            name: "present" if _program(module, name) else "missing" for name in spec["programs"]
+        },
+        "processes": running_processes(spec["processes"]),
     }
+    if spec["sshd_user"]:
+        sshd = _program(module, "sshd")
+        if not sshd:
+            out["sshd"] = {"ok": False, "error": "sshd is not installed"}
+        else:
+            rc, text, err = module.run_command(
+                [
+                    sshd,
+                    "-T",
+                    "-C",
+                    f"user={spec['sshd_user']},host=localhost,addr={spec['sshd_addr']}",
+                ],
+                environ_update=LANG_C,
+            )
+            out["sshd"] = sshd_record(rc, text, err)
     docker = module.get_bin_path("docker")
     if not docker:
         out["docker"] = {"ok": False, "error": "docker is not installed"}
@@ -447,6 +497,10 @@ def main():
                         type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]
                     ),
                     meminfo=dict(type="path", default="/proc/meminfo"),
+                    programs=dict(type="list", elements="str", default=[]),
+                    processes=dict(type="list", elements="str", default=[]),
+                    sshd_user=dict(type="str", default=""),
+                    sshd_addr=dict(type="str", default="127.0.0.1"),
                 ),
             ),
         ),

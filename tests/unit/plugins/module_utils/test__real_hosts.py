@@ -311,3 +311,117 @@ def test_owned_env_keys(key, owner):
         assert got is None
     else:
         assert owner in got
+
+
+# --- host tools the stages rely on (issue 25): named with host, tool and fix --------------------
+
+FANOUT_TOOLS = [
+    {"kind": "program", "name": "rsync", "why": "the fan-out", "fix": "install rsync"},
+    {"kind": "program", "name": "/usr/bin/rrsync", "why": "the fan-out key", "fix": "ship rrsync"},
+    {"kind": "sshd_key_login", "name": "root", "why": "the head logs in", "fix": "admit it"},
+    {"kind": "process", "name": "cron", "why": "the watchdog", "fix": "start cron"},
+]
+SSHD_OK = {
+    "ok": True,
+    "settings": {
+        "permitrootlogin": "without-password",
+        "pubkeyauthentication": "yes",
+        "authenticationmethods": "any",
+    },
+}
+TOOLS_OK = {
+    "programs": {"rsync": "present", "/usr/bin/rrsync": "present"},
+    "processes": {"cron": True},
+    "sshd": SSHD_OK,
+}
+
+
+def tools_probe(**changes):
+    probe = probe_with(**copy.deepcopy(TOOLS_OK))
+    for key, value in changes.items():
+        if isinstance(value, dict) and key in ("programs", "processes"):
+            probe[key].update(value)
+        else:
+            probe[key] = value
+    return probe
+
+
+def sshd(**settings):
+    return {"ok": True, "settings": dict(SSHD_OK["settings"], **settings)}
+
+
+def test_a_node_with_every_tool_passes():
+    assert _engine.host_problems("spark-2", SEED, tools_probe(), tools=FANOUT_TOOLS) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"programs": {"rsync": "missing"}},
+            "spark-2: rsync is not installed (the fan-out); fix: install rsync",
+        ),
+        (
+            {"programs": {"/usr/bin/rrsync": "missing"}},
+            "spark-2: /usr/bin/rrsync is not installed (the fan-out key); fix: ship rrsync",
+        ),
+        (
+            {"processes": {"cron": False}},
+            "spark-2: no cron process runs (the watchdog); fix: start cron",
+        ),
+        (
+            {"sshd": sshd(permitrootlogin="no")},
+            "spark-2: sshd has PermitRootLogin no, so root cannot log in with a key (the head logs "
+            "in); fix: admit it",
+        ),
+        (
+            {"sshd": sshd(pubkeyauthentication="no")},
+            "spark-2: sshd has PubkeyAuthentication no, so root cannot log in with a key",
+        ),
+        (
+            {"sshd": sshd(allowusers="tiger ops@10.0.0.*")},
+            "spark-2: sshd's AllowUsers (tiger ops) does not admit root, so root cannot log in",
+        ),
+        (
+            {"sshd": sshd(denyusers="r*")},
+            "spark-2: sshd's DenyUsers matches root, so root cannot log in with a key",
+        ),
+        (
+            {"sshd": sshd(authenticationmethods="publickey,password")},
+            "spark-2: sshd requires AuthenticationMethods publickey,password, so root cannot",
+        ),
+        (
+            {"sshd": {"ok": False, "error": "sshd is not installed"}},
+            "spark-2: sshd's settings could not be read (sshd is not installed), so root",
+        ),
+    ],
+)
+def test_each_missing_host_tool_is_named_with_its_fix(changes, message):
+    problems = _engine.host_problems("spark-2", SEED, tools_probe(**changes), tools=FANOUT_TOOLS)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(message), problems
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"permitrootlogin": "yes"},
+        {"permitrootlogin": "prohibit-password"},
+        {"allowusers": "root@10.0.30.* tiger"},
+        {"authenticationmethods": "publickey password"},
+    ],
+)
+def test_sshd_settings_that_admit_roots_key(settings):
+    assert _engine.sshd_key_login_problem("root", sshd(**settings)) is None
+
+
+def test_a_user_other_than_root_is_not_held_to_permitrootlogin():
+    assert _engine.sshd_key_login_problem("weights", sshd(permitrootlogin="no")) is None
+    assert _engine.sshd_key_login_problem("root", sshd(permitrootlogin="forced-commands-only"))
+
+
+def test_no_tools_asked_no_tools_read():
+    # A reading without the tool keys (the canary's host checks) passes with no tools asked.
+    assert _engine.host_problems("spark-2", SEED, probe_with()) == []
+    with pytest.raises(ValueError, match="unknown host tool kind"):
+        _engine.tool_problems("spark-2", [{"kind": "daemon", "name": "x"}], {})

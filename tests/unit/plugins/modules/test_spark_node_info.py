@@ -58,6 +58,11 @@ CONTAINER_JSON = json.dumps(
 INFO_JSON = json.dumps(
     {"ServerVersion": "28.2.2", "Runtimes": {"runc": {}, "nvidia": {}}, "ID": "x"}
 )
+# `sshd -T -C user=root,...` on Debian 12 (OpenSSH 9.2), the lines the rule reads among others.
+SSHD_T = (
+    "port 22\npermitrootlogin without-password\npubkeyauthentication yes\n"
+    "authenticationmethods any\npubkeyauthoptions none\n"
+)
 PING_OK = "8980 bytes from 10.0.30.2: icmp_seq=1 ttl=64 time=0.071 ms\n"
 PING_TOO_BIG = (1, "", "ping: local error: message too long, mtu=1500\n")
 
@@ -85,6 +90,8 @@ def node(monkeypatch):
             return 1, IMAGE_JSON, "Error: No such image: missing:1\n"
         if name == "docker":
             return 0, CONTAINER_JSON, ""
+        if name == "sshd":
+            return calls.get("sshd", (0, SSHD_T, ""))
         if argv[-1] == "10.0.30.2":
             return 0, PING_OK, ""
         if argv[-1] == "10.0.30.3":
@@ -317,3 +324,53 @@ def test_meminfo_that_cannot_be_read(tmp_path):
     assert _converge.mem_available(str(tmp_path / "missing")) is None
     (tmp_path / "m").write_text("MemTotal: 1 kB\n")
     assert _converge.mem_available(str(tmp_path / "m")) is None
+
+
+def test_the_host_tools_are_read_in_the_same_call(node, tmp_path):
+    """Programs by name or path, processes by name, sshd's settings for the fan-out user."""
+    rrsync = tmp_path / "rrsync"
+    rrsync.write_text("#!/bin/sh\n")
+    rrsync.chmod(0o755)
+    node["bins"].update({"rsync", "sshd"})
+    spec = dict(
+        _host_files(tmp_path),
+        programs=["rsync", str(rrsync), str(tmp_path / "absent"), "nosuchtool"],
+        # pytest's own process is named after its interpreter; no process is named this:
+        processes=["sparkfleet-no-such-daemon"],
+        sshd_user="root",
+        sshd_addr="10.0.30.1",
+    )
+    host = run({"host": spec})["host"]
+    assert host["programs"] == {
+        "rsync": "present",
+        str(rrsync): "present",
+        str(tmp_path / "absent"): "missing",
+        "nosuchtool": "missing",
+    }
+    assert host["processes"] == {"sparkfleet-no-such-daemon": False}
+    assert ["/usr/bin/sshd", "-T", "-C", "user=root,host=localhost,addr=10.0.30.1"] in node["argv"]
+    assert host["sshd"] == {
+        "ok": True,
+        "settings": {
+            "permitrootlogin": "without-password",
+            "pubkeyauthentication": "yes",
+            "authenticationmethods": "any",
+        },
+    }
+    # sshd that cannot say (no host keys, a broken config) is reported, not a crash.
+    node["sshd"] = (255, "", "sshd: no hostkeys available -- exiting.\n")
+    assert run({"host": spec})["host"]["sshd"] == {
+        "ok": False,
+        "error": "sshd: no hostkeys available -- exiting.",
+    }
+    node["bins"].discard("sshd")
+    assert run({"host": spec})["host"]["sshd"] == {"ok": False, "error": "sshd is not installed"}
+
+
+def test_running_processes_reads_each_process_name(tmp_path):
+    for pid, comm in (("1", "tini"), ("17", "cron"), ("18", "sshd"), ("self", "python3")):
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "comm").write_text(comm + "\n")
+    (tmp_path / "99").mkdir()  # a process that ended while /proc was read: no comm
+    got = _node_state.running_processes(["cron", "dockerd", "python3"], str(tmp_path))
+    assert got == {"cron": True, "dockerd": False, "python3": False}
