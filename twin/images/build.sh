@@ -23,8 +23,6 @@ base_packages=python3,iproute2,iputils-ping,procps,ca-certificates,tini
 
 log() { printf 'twin-images: %s\n' "$*"; }
 
-inputs_hash() { cat "$@" | sha256sum | cut -c1-16; }
-
 current_label() {
   docker image inspect -f '{{ index .Config.Labels "sparkfleet.twin.inputs" }}' "$1" 2>/dev/null || true
 }
@@ -42,10 +40,7 @@ apt_mirror() {
 build_base() {
   local want rootfs mirror
   want=$(printf '%s\n' "$base_packages" | cat - "$here/build.sh" | sha256sum | cut -c1-16)
-  if [[ "$(current_label "$BASE_IMAGE")" == "$want" ]]; then
-    log "$BASE_IMAGE is current"
-    return
-  fi
+  image_current "$BASE_IMAGE" "$want" && return
   mirror=$(apt_mirror)
   rootfs=$(mktemp -d /var/tmp/sparksim-rootfs.XXXXXX)
   trap 'rm -rf "$rootfs"' RETURN
@@ -65,45 +60,55 @@ build_base() {
   log "built $BASE_IMAGE ($(docker image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec))"
 }
 
-build_node() {
-  local want
-  want=$( { current_label "$BASE_IMAGE"; cat "$here/node/Dockerfile" "$here/node/sparksim-init" "$root/twin/tools/gidtable.py"; } | sha256sum | cut -c1-16)
-  if [[ "$(current_label "$NODE_IMAGE")" == "$want" ]]; then
-    log "$NODE_IMAGE is current"
-    return
+# Is IMAGE labelled with WANT, the hash of its inputs? (Logged either way.)
+image_current() {
+  if [[ "$(current_label "$1")" == "$2" ]]; then
+    log "$1 is current"
+    return 0
   fi
-  local ctx
+  return 1
+}
+
+# Build IMAGE from the context directory CTX on top of PARENT (build argument ARG), labelled
+# with WANT, the hash of its inputs.
+build_image() {
+  local image=$1 want=$2 ctx=$3 arg=$4 parent=$5 what=$6
+  log "building $image ($what)"
+  DOCKER_BUILDKIT=0 docker build -q --build-arg "$arg=$parent" --label "sparkfleet.twin.inputs=$want" \
+    -t "$image" "$ctx" >/dev/null
+  log "built $image ($(docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec))"
+}
+
+# The hash of an image's inputs: its parent's label and the files it is built from.
+inputs_of() {
+  local parent=$1
+  shift
+  { current_label "$parent"; cat "$@"; } | sha256sum | cut -c1-16
+}
+
+build_node() {
+  local want ctx files=("$here/node/Dockerfile" "$here/node/sparksim-init" "$root/twin/tools/gidtable.py")
+  want=$(inputs_of "$BASE_IMAGE" "${files[@]}")
+  image_current "$NODE_IMAGE" "$want" && return
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' RETURN
-  cp "$here/node/Dockerfile" "$here/node/sparksim-init" "$root/twin/tools/gidtable.py" "$ctx/"
-  log "building $NODE_IMAGE (apt inside the build, about a minute)"
-  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
-    -t "$NODE_IMAGE" "$ctx" >/dev/null
-  log "built $NODE_IMAGE ($(docker image inspect -f '{{.Size}}' "$NODE_IMAGE" | numfmt --to=iec))"
+  cp "${files[@]}" "$ctx/"
+  build_image "$NODE_IMAGE" "$want" "$ctx" BASE "$BASE_IMAGE" "apt inside the build, about a minute"
 }
 
 # The node reached over ssh as a non-root user with sudo (inventory/sim-ssh).
 build_node_ssh() {
   local want
-  want=$( { current_label "$NODE_IMAGE"; cat "$here/node-ssh/Dockerfile"; } | sha256sum | cut -c1-16)
-  if [[ "$(current_label "$NODE_SSH_IMAGE")" == "$want" ]]; then
-    log "$NODE_SSH_IMAGE is current"
-    return
-  fi
-  log "building $NODE_SSH_IMAGE (sudo and the operator account)"
-  DOCKER_BUILDKIT=0 docker build -q --build-arg "NODE=$NODE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
-    -t "$NODE_SSH_IMAGE" "$here/node-ssh" >/dev/null
-  log "built $NODE_SSH_IMAGE"
+  want=$(inputs_of "$NODE_IMAGE" "$here"/node-ssh/*)
+  image_current "$NODE_SSH_IMAGE" "$want" && return
+  build_image "$NODE_SSH_IMAGE" "$want" "$here/node-ssh" NODE "$NODE_IMAGE" "sudo and the operator account"
 }
 
 build_mirror() {
   local want ctx python=python3
   [[ -x "$root/.venv/bin/python" ]] && python="$root/.venv/bin/python"
-  want=$( { current_label "$BASE_IMAGE"; cat "$root"/twin/mirror/*; } | sha256sum | cut -c1-16)
-  if [[ "$(current_label "$MIRROR_IMAGE")" == "$want" ]]; then
-    log "$MIRROR_IMAGE is current"
-    return
-  fi
+  want=$(inputs_of "$BASE_IMAGE" "$root"/twin/mirror/*)
+  image_current "$MIRROR_IMAGE" "$want" && return
   mkdir -p "$MIRROR_WHEELS"
   # The base image's python is 3.11 like this host's: wheels fetched here install there.
   log "fetching the mirror's pinned wheels into $MIRROR_WHEELS"
@@ -113,23 +118,16 @@ build_mirror() {
   trap 'rm -rf "$ctx"' RETURN
   cp "$root"/twin/mirror/* "$ctx/"
   cp -r "$MIRROR_WHEELS" "$ctx/wheels"
-  log "building $MIRROR_IMAGE"
-  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
-    -t "$MIRROR_IMAGE" "$ctx" >/dev/null
-  log "built $MIRROR_IMAGE ($(docker image inspect -f '{{.Size}}' "$MIRROR_IMAGE" | numfmt --to=iec))"
+  build_image "$MIRROR_IMAGE" "$want" "$ctx" BASE "$BASE_IMAGE" "olah from pinned wheels"
 }
 
+# The site's Prometheus and Alertmanager (inventory/sim's monitoring).
 build_prometheus() {
   local want
-  want=$( { current_label "$BASE_IMAGE"; cat "$root"/twin/prometheus/*; } | sha256sum | cut -c1-16)
-  if [[ "$(current_label "$PROMETHEUS_IMAGE")" == "$want" ]]; then
-    log "$PROMETHEUS_IMAGE is current"
-    return
-  fi
-  log "building $PROMETHEUS_IMAGE (apt inside the build)"
-  DOCKER_BUILDKIT=0 docker build -q --build-arg "BASE=$BASE_IMAGE" --label "sparkfleet.twin.inputs=$want" \
-    -t "$PROMETHEUS_IMAGE" "$root/twin/prometheus" >/dev/null
-  log "built $PROMETHEUS_IMAGE ($(docker image inspect -f '{{.Size}}' "$PROMETHEUS_IMAGE" | numfmt --to=iec))"
+  want=$(inputs_of "$BASE_IMAGE" "$root"/twin/prometheus/*)
+  image_current "$PROMETHEUS_IMAGE" "$want" && return
+  build_image "$PROMETHEUS_IMAGE" "$want" "$root/twin/prometheus" BASE "$BASE_IMAGE" \
+    "Debian's prometheus and prometheus-alertmanager"
 }
 
 build_engine() {
