@@ -7,6 +7,10 @@ The collection's programs on the nodes (the watchdog and sparkfleet-cluster on t
 each rank's launcher) report through node_exporter's textfile collector. They share this
 file, installed beside each of them: one exposition rule, one way to write (a temporary
 file renamed over the old one, so node_exporter never reads half a file).
+
+A textfile's own labels never take the names its scrape target carries (cluster, node, rank:
+the monitoring role's file_sd): Prometheus would rename them exported_<name>. A series about
+another node names it "host".
 """
 
 from __future__ import annotations

@@ -181,8 +181,9 @@ class Rank:
     def export(self, event, **info):
         """Record a start, stop or refusal, and rewrite sparkfleet_rank.prom from the record.
 
-        The record (<log_dir>/launcher-metrics.json) keeps the last time of each event; the
-        series carry no node or rank label (the scrape target has them).
+        The record (<log_dir>/launcher-metrics.json) keeps the last time of each event and what
+        the last start ran; a deliberate stop is the stopped mark itself. The series carry no
+        node or rank label (the scrape target has them).
         """
         if not self.textfile_dir:
             return
@@ -219,7 +220,7 @@ class Rank:
                 "stopped",
                 "gauge",
                 "1 after a deliberate stop (the watchdog leaves the rank alone until a start).",
-                [({}, int(record.get("stopped", False)))],
+                [({}, int(os.path.exists(self.stopped_mark)))],
             )
         )
         if record.get("config_hash"):
@@ -434,9 +435,7 @@ class Rank:
         self.log(
             f"started {self.name} (rank {self.rank}, config {config_hash}), log {self.engine_log}"
         )
-        self.export(
-            "start", stopped=False, container=self.name, image=self.image, config_hash=config_hash
-        )
+        self.export("start", container=self.name, image=self.image, config_hash=config_hash)
 
     def follow_log(self):
         """Keep the engine's output where it survives the container, without the API key."""
@@ -477,7 +476,7 @@ class Rank:
             must("rm", "-f", self.name)
             self.log(f"stopped {self.name} ({why})")
         self.remove_other_ranks()
-        self.export("stop", stopped=why == "deliberate")
+        self.export("stop")
 
     def tail(self, lines):
         """The last lines of the kept engine log (API key already masked): the watchdog's

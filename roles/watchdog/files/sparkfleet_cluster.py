@@ -586,15 +586,11 @@ class Cluster:
         return rc, msg
 
     def export(self, reason, rc, started, took):
-        """The last restart and the configuration each rank runs, as a node_exporter textfile."""
+        """The last restart's outcome, as a node_exporter textfile (what each rank then runs is
+        its own launcher's textfile, sparkfleet_rank.prom)."""
         directory = (self.cfg.get("watchdog") or {}).get("textfile_dir") or ""
         if not directory:
             return
-        hashes = {}
-        if rc == 0:
-            for host, (code, out, _err) in self.each(self.ranks, "config-hash").items():
-                if code == 0 and re.fullmatch(r"[0-9a-f]{16,64}", out.strip()):
-                    hashes[host] = out.strip()
         text = _textfile.metrics_text(
             [
                 (
@@ -615,24 +611,6 @@ class Cluster:
                     "Its exit code: 0 ok, 3 refused, 4 failed, 5 unhealthy, 6 a node unreachable, "
                     "7 reboot required; by: who asked for it.",
                     [({"by": reason.split(":", 1)[0].strip() or "operator"}, rc)],
-                ),
-                (
-                    "rank_config_info",
-                    "gauge",
-                    "The configuration hash each rank was started with (after a restart that "
-                    "ended well).",
-                    [
-                        (
-                            {
-                                "host": r["host"],
-                                "spark_rank": r["rank"],
-                                "config_hash": hashes[r["host"]],
-                            },
-                            1,
-                        )
-                        for r in self.ranks
-                        if r["host"] in hashes
-                    ],
                 ),
             ],
             "sparkfleet_cluster_",
@@ -1292,10 +1270,8 @@ class Watchdog:
         }
 
 
-# A textfile's own labels never take the names its scrape target carries (cluster, node,
-# rank: monitoring role's file_sd): Prometheus would rename them exported_<name>. A node the
-# series is about is its "host", a rank its "spark_rank".
 def write_textfile(directory, name, text, log):
+    """_textfile.write_textfile, a failure logged as a warning (the watchdog goes on)."""
     problem = _textfile.write_textfile(directory, name, text)
     if problem:
         log(problem, "WARNING")

@@ -793,10 +793,16 @@ def test_each_start_stop_and_refusal_rewrites_the_ranks_textfile(node, tmp_path)
         == got["sparkfleet_rank_last_start_timestamp_seconds"]
     )
     assert after_stop["sparkfleet_rank_last_stop_timestamp_seconds"][1] >= before
-    # A refusal is recorded too (launch.log says why); a restart's stop is not deliberate.
+    # A refusal is recorded too (launch.log says why); it starts nothing, so the deliberate
+    # stop stays in force (the stopped mark, which status reads too).
     node.mtu_file.write_text("1500\n")
     assert node.run(*opt, "start").returncode == 1
-    assert "sparkfleet_rank_last_refusal_timestamp_seconds" in _rank_textfile(textfiles)
+    refused = _rank_textfile(textfiles)
+    assert "sparkfleet_rank_last_refusal_timestamp_seconds" in refused
+    assert refused["sparkfleet_rank_stopped"][1] == 1
+    # The next start ends the deliberate stop; a restart's stop is not one.
+    node.mtu_file.write_text("9000\n")
+    assert node.run(*opt, "start").returncode == 0
     assert node.run(*opt, "stop", "--restart").returncode == 0
     assert _rank_textfile(textfiles)["sparkfleet_rank_stopped"][1] == 0
     assert not list(textfiles.glob("*.tmp"))
