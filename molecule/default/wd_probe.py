@@ -4,6 +4,7 @@ Run on the head: docker exec -i spark-1 python3 - MODE ARGS < wd_probe.py
   now                          print the node's clock (epoch seconds)
   obs AFTER KIND TIMEOUT       wait for an observation newer than AFTER of KIND (or 'any')
   restart AFTER TIMEOUT        wait for a restart decided after AFTER that ended (any rc)
+  healed AFTER TIMEOUT         wait for a restart decided after AFTER that ended healthy (rc 0)
   gaveup TIMEOUT               wait for the gave-up marker
   reboot TIMEOUT               wait for the reboot-required marker
 Prints one JSON object: the state file, the markers and what was waited for.
@@ -66,6 +67,18 @@ def main(mode, *args):
 
         def pred(snap):
             done = [r for r in snap["state"].get("restarts", []) if r["time"] > after]
+            return done[-1] if done else None
+
+        snap, rc = wait(pred, timeout)
+    elif mode == "healed":
+        after, timeout = float(args[0]), float(args[1])
+
+        def pred(snap):
+            done = [
+                r
+                for r in snap["state"].get("restarts", [])
+                if r["time"] > after and r.get("rc") == 0
+            ]
             return done[-1] if done else None
 
         snap, rc = wait(pred, timeout)

@@ -58,15 +58,11 @@ def sglang_rank_config(engine, rank, paths, env, patches, roce, command):
         raise AnsibleFilterError(f"sglang_rank_config: missing or bad input {exc}") from exc
 
 
-def sglang_nccl_env(
-    head_ipv4, master_port, socket_ifname, hca, subnet, gid_mode, gid_index, roce_version=2
-):
-    """NCCL environment of one rank; no NCCL_IB_GID_INDEX in auto mode, never an empty one."""
+def sglang_nccl_env(head_ipv4, master_port, socket_ifname, hca, subnet, roce_version=2):
+    """NCCL environment of one rank (NCCL_IB_GID_INDEX is the launcher's, found at each start)."""
     try:
-        return nccl_env(
-            head_ipv4, master_port, socket_ifname, hca, subnet, gid_mode, gid_index, roce_version
-        )
-    except ValueError as exc:
+        return nccl_env(head_ipv4, master_port, socket_ifname, hca, subnet, roce_version)
+    except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"sglang_nccl_env: {exc}") from exc
 
 

@@ -12,6 +12,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     host_problems,
     host_requirements,
 )
+from ansible_collections.sparkfleet.serving.plugins.module_utils._netplan import netplan_problems
 from ansible_collections.sparkfleet.serving.plugins.module_utils._probe import probe_error
 
 
@@ -54,10 +55,19 @@ def sglang_host_problems(
         raise AnsibleFilterError(f"sglang_host_problems: {exc}") from exc
 
 
+def roce_netplan_problems(netplan, host, iface, own_file, mtu):
+    """What is wrong with the data-plane port's profiles in netplan's output (the probe's)."""
+    try:
+        return netplan_problems(dict(netplan or {}), host, iface, own_file, int(mtu))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"roce_netplan_problems: bad input {exc}") from exc
+
+
 class FilterModule:
     def filters(self):
         return {
             "probe_error": sparkfleet_probe_error,
+            "roce_netplan_problems": roce_netplan_problems,
             "sglang_host_requirements": sglang_host_requirements,
             "sglang_host_problems": sglang_host_problems,
         }

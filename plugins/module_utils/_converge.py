@@ -173,6 +173,15 @@ def roce_reasons(probe, want):
             f"GID row moved: index {gid.get('index')} on {gid.get('hca')}, "
             f"recorded {recorded.get('gid_index')} on {recorded.get('hca')}"
         )
+    # A second profile for the port (NetworkManager's own netplan file): the stage refuses it
+    # naming the files; seen here so that one appearing later is not missed.
+    profiles = (probe.get("netplan") or {}).get("profiles") or []
+    if len(profiles) > 1:
+        reasons.append(
+            f"netplan gives {want['iface']} {len(profiles)} profiles ("
+            + ", ".join(p["id"] for p in profiles)
+            + ")"
+        )
     for peer, ping in sorted((probe.get("peers") or {}).items()):
         if not ping.get("ok"):
             reasons.append(f"jumbo ping to {peer}: {ping.get('error') or 'failed'}")
@@ -205,13 +214,22 @@ def image_reasons(probe, want):
 
 
 def rank_reasons(probe, want):
-    """A rank not running its current configuration (``container``, ``config_hash``)."""
+    """A rank not running its current configuration (``container``, ``config_hash``), or
+    running a RoCE GID index the table no longer holds its address at (the launcher finds
+    the index at each start, outside the configuration: a restart moves the rank to it)."""
     box = (probe.get("containers") or {}).get(want["container"]) or {}
     if not box.get("running"):
         return [f"{want['container']}: {box.get('status') or 'absent'}"]
-    label = (box.get("labels") or {}).get("sparkfleet.config")
+    labels = box.get("labels") or {}
+    label = labels.get("sparkfleet.config")
     if label != want["config_hash"]:
         return [f"{want['container']}: runs configuration {label}, current {want['config_hash']}"]
+    running, gid = labels.get("sparkfleet.gid-index"), probe.get("gid") or {}
+    if running is not None and gid.get("found") and str(running) != str(gid.get("index")):
+        return [
+            f"{want['container']}: runs RoCE GID index {running}, the table now holds "
+            f"the data-plane address at {gid.get('index')}"
+        ]
     return []
 
 

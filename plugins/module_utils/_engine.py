@@ -133,38 +133,21 @@ def container_volumes(profile):
     return args
 
 
-def nccl_env(
-    head_ipv4,
-    master_port,
-    socket_ifname,
-    hca,
-    subnet,
-    gid_mode,
-    gid_index,
-    roce_version=2,
-):
+def nccl_env(head_ipv4, master_port, socket_ifname, hca, subnet, roce_version=2):
     """NCCL environment for one rank.
 
-    gid_mode ``discover`` pins NCCL_IB_GID_INDEX to the index found on this node;
-    ``auto`` leaves it out and lets NCCL pick the RoCE v2 GID inside
-    NCCL_IB_ADDR_RANGE. NCCL reads an empty NCCL_IB_GID_INDEX as 0, so it is
-    either a number or absent, never empty.
+    No NCCL_IB_GID_INDEX: with gid_mode ``discover`` the launcher reads the GID table at
+    every start and passes the index it finds (see rank_config); with ``auto`` NCCL picks
+    the RoCE v2 GID inside NCCL_IB_ADDR_RANGE.
     """
-    env = {
+    return {
         "NCCL_SOCKET_IFNAME": socket_ifname,
         "NCCL_IB_HCA": hca,
         "NCCL_IB_ROCE_VERSION_NUM": str(int(roce_version)),
         "NCCL_IB_ADDR_RANGE": subnet,
+        "MASTER_ADDR": head_ipv4,
+        "MASTER_PORT": str(int(master_port)),
     }
-    if gid_mode == "discover":
-        if gid_index is None or str(gid_index).strip() == "":
-            raise ValueError("gid_mode is discover but no GID index was discovered")
-        env["NCCL_IB_GID_INDEX"] = str(int(gid_index))
-    elif gid_mode != "auto":
-        raise ValueError(f"unknown gid_mode {gid_mode!r} (discover or auto)")
-    env["MASTER_ADDR"] = head_ipv4
-    env["MASTER_PORT"] = str(int(master_port))
-    return env
 
 
 _SIZE_UNITS = {
@@ -429,27 +412,28 @@ def rank_config(profile, rank, paths, env, patches, roce, command):
 
     ``rank``: ``rank`` (number), ``name`` (container), ``launcher`` (the path its
     containers are labelled with), ``image_id`` (what the patches were cut from).
-    ``paths``: ``env_file``, ``log_dir``, ``stopped_mark`` and ``gid_dir`` (the HCA
-    port's sysfs directory). ``env``: the rank's environment (KEY -> value), in order.
-    ``patches``: ``mounts`` and ``pyc_masks`` ([host, container] pairs). ``roce``: the
-    data plane the roce stage published (``iface``, ``mtu``, ``gid_mode`` and, when
-    discovered, the GID row). ``command``: what the image runs (interpreter, server args).
-    ``profile``'s ``image`` and container section and the ``log`` / ``stop`` settings of
-    ``rank`` (``stop_timeout_s``, ``log_max_size``, ``log_max_files``) complete it.
+    ``paths``: ``env_file``, ``log_dir``, ``stopped_mark``, ``meminfo`` and ``stat_file``
+    (the btime of the node's boot). ``env``: the rank's environment (KEY -> value), in
+    order. ``patches``: ``mounts`` and ``pyc_masks`` ([host, container] pairs). ``roce``:
+    the data plane the roce stage published (``iface``, ``mtu``, ``gid_mode``, ``hca``,
+    ``address``, ``roce_version``, ``sysfs_root``). ``command``: what the image runs
+    (interpreter, server args). ``profile``'s ``image`` and container section and the
+    ``log`` / ``stop`` / ``boot_wait_s`` settings of ``rank`` complete it.
+
+    With gid_mode ``discover`` the file says where the launcher finds the GID of the
+    data-plane address at each start, not its index: a moved index (a reboot, a hardware
+    swap) changes neither this file nor the configuration hash.
     """
     gid = None
     if roce["gid_mode"] == "discover":
-        index = int(roce["gid_index"])
         gid = {
-            "gid_file": f"{paths['gid_dir']}/gids/{index}",
-            "type_file": f"{paths['gid_dir']}/gid_attrs/types/{index}",
-            "index": index,
-            "gid": roce["gid"],
-            "roce_version": int(roce["roce_version"]),
+            "root": roce["sysfs_root"],
             "hca": roce["hca"],
-            "port": int(roce["gid_port"]),
             "address": roce["address"],
+            "roce_version": int(roce["roce_version"]),
         }
+    elif roce["gid_mode"] != "auto":
+        raise ValueError(f"unknown gid_mode {roce['gid_mode']!r} (discover or auto)")
     docker_args = [*container_args(profile), "--env-file", paths["env_file"]]
     for key, value in env.items():
         docker_args += ["-e", f"{key}={value}"]
@@ -471,7 +455,13 @@ def rank_config(profile, rank, paths, env, patches, roce, command):
         "log_max_size": str(rank["log_max_size"]),
         "log_max_files": int(rank["log_max_files"]),
         "patch_files": [host for host, _inside in patches["mounts"]],
-        "node": {"iface": roce["iface"], "mtu": int(roce["mtu"]), "gid": gid},
+        "node": {
+            "iface": roce["iface"],
+            "mtu": int(roce["mtu"]),
+            "gid": gid,
+            "boot_wait_s": int(rank["boot_wait_s"]),
+            "stat_file": paths["stat_file"],
+        },
         # memcheck (after every rank stopped): MemAvailable of meminfo must cover need_bytes.
         "memory": {
             "meminfo": paths["meminfo"],

@@ -128,6 +128,27 @@ options:
       - Seconds each ping waits for its answer.
     type: int
     default: 2
+  netplan:
+    description:
+      - The profiles netplan generates for one port from the node's netplan files (in a scratch
+        root; the node's own generated configuration is not touched), with the files that
+        define each and its MTU. Omit to skip; a node without netplan reports an C(error).
+    type: dict
+    suboptions:
+      iface:
+        description: The port (C(roce_iface)).
+        type: str
+        required: true
+      dir:
+        description: The node's netplan directory.
+        type: path
+        default: /etc/netplan
+      files:
+        description:
+          - File name to YAML text, added to (or replacing) the directory's files first - a file
+            about to be written, so its effect is known before it is.
+        type: dict
+        default: {}
   host:
     description:
       - What the engine needs on the node, read for the host checks (role C(preflight)) in the same
@@ -292,6 +313,19 @@ host:
     image_id: "sha256:0f3c..."
     mem_available: 118111600640
     mem_held: 0
+netplan:
+  description:
+    - C(profiles) (each C(id), C(renderer), C(path) of the generated file, C(mtu) and C(files),
+      the netplan files that define it), C(error) and C(networkmanager) (true when a
+      NetworkManager process runs).
+  returned: when O(netplan) is given
+  type: dict
+  sample:
+    profiles:
+      - {id: enp1s0f0np0, renderer: NetworkManager, mtu: 9000, files: [/etc/netplan/60-sparkfleet-roce.yaml],
+         path: run/NetworkManager/system-connections/netplan-enp1s0f0np0.nmconnection}
+    error: null
+    networkmanager: true
 peers:
   description: Per address, C(ok), C(size), C(rtt_ms) or C(error).
   returned: always
@@ -312,6 +346,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import mem_available
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import size_bytes
+from ansible_collections.sparkfleet.serving.plugins.module_utils._netplan import port_profiles
 from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state import (
     PING_OVERHEAD,
     cdi_specs,
@@ -460,6 +495,19 @@ def _pings(module, peers, size, timeout, count=1):
         return dict(zip(peers, pool.map(one, peers)))
 
 
+def _netplan(module, spec):
+    # NetworkManager running decides the renderer the roce role's file states (auto).
+    running = running_processes(["NetworkManager"])["NetworkManager"]
+    if not os.path.isdir(spec["dir"]):
+        # A host without netplan: nothing competes for the port.
+        return {"profiles": [], "error": None, "networkmanager": running}
+    netplan = module.get_bin_path("netplan")
+    if not netplan:
+        return {"profiles": [], "error": "netplan is not installed", "networkmanager": running}
+    files = {str(name): str(text) for name, text in (spec["files"] or {}).items()}
+    return dict(port_profiles(spec["iface"], spec["dir"], files, netplan), networkmanager=running)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -486,6 +534,14 @@ def main():
             mtu=dict(type="int", default=9000),
             ping_count=dict(type="int", default=1),
             ping_timeout=dict(type="int", default=2),
+            netplan=dict(
+                type="dict",
+                options=dict(
+                    iface=dict(type="str", required=True),
+                    dir=dict(type="path", default="/etc/netplan"),
+                    files=dict(type="dict", default={}),
+                ),
+            ),
             host=dict(
                 type="dict",
                 options=dict(
@@ -530,6 +586,7 @@ def main():
         containers = pool.submit(_docker, module, "container", p["containers"])
         peers = pool.submit(_pings, module, p["peers"], size, p["ping_timeout"], p["ping_count"])
         host = pool.submit(_host, module, p["host"]) if p["host"] else None
+        netplan = pool.submit(_netplan, module, p["netplan"]) if p["netplan"] else None
         result = dict(
             changed=False,
             paths={path: path_record(path) for path in p["paths"]},
@@ -551,6 +608,8 @@ def main():
         )
         if host is not None:
             result["host"] = host.result()
+        if netplan is not None:
+            result["netplan"] = netplan.result()
     if p["gid"]:
         g = p["gid"]
         result["gid"] = gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"])

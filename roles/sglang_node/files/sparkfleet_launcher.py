@@ -9,8 +9,9 @@ with a one-line wrapper at the launcher path (sglang_node_bin) that runs it as
 
   start             check the node, remove this launcher's other ranks and a leftover
                     container, run the rank, keep its log (follow-log, detached)
-  check             refuse what would fail: the MTU, a moved GID row, an unpatched
-                    file, a missing env file or image; prints ok
+  check             refuse what would fail: the MTU, no RoCE GID for the data-plane
+                    address, an unpatched file, a missing env file or image; prints ok
+                    (a refusal prints the node's uptime_s=N on stdout first)
   memcheck          (every rank stopped) refuse when MemAvailable does not cover the
                     profile's container.memory: a reboot is needed; prints ok
   stop [--restart]  stop and remove the rank; a deliberate stop (no --restart) is
@@ -20,6 +21,13 @@ with a one-line wrapper at the launcher path (sglang_node_bin) that runs it as
   show              the docker run argv, one argument a line
   config-hash       the configuration hash the container is labelled with
   follow-log        (start spawns it) docker logs, API key masked, into the engine log
+
+The RoCE GID index is discovered, not pinned: every start reads the HCA's GID table again
+(the collection's _gid.py, what the roce role reads) and passes the index of the data-plane
+address as NCCL_IB_GID_INDEX; an index that moved since the last start (a reboot, an IPv6
+address that appeared) is logged and used, and the configuration hash does not change. For
+sglang_node_boot_wait_s after the node's boot (btime of /proc/stat), start waits for an MTU
+or a GID that is not there yet (a port that comes up late) instead of refusing.
 
 Every setting comes from one JSON file rendered by the role (--config, else
 $SPARKFLEET_RANK_CONFIG, else /etc/sparkfleet/rank.json). A refusal is logged as
@@ -40,15 +48,21 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 # The collection's one rule of the configuration hash (plugins/module_utils/_converge.py,
 # the same code the role and the converge probe run), installed beside this file by the role.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import _converge
+    import _gid
     import _textfile
 except ImportError:  # the checkout's unit tests run this file from roles/sglang_node/files
-    from ansible_collections.sparkfleet.serving.plugins.module_utils import _converge, _textfile
+    from ansible_collections.sparkfleet.serving.plugins.module_utils import (
+        _converge,
+        _gid,
+        _textfile,
+    )
 
 DEFAULT_CONFIG = "/etc/sparkfleet/rank.json"
 USAGE = "start|check|memcheck|stop [--restart]|status|tail [LINES]|show|config-hash"
@@ -139,7 +153,11 @@ class Rank:
         node = cfg["node"]
         self.iface = str(node["iface"])
         self.mtu = int(node["mtu"])
+        # Where the GID of the data-plane address is read at each start (None: gid_mode auto).
         self.gid = node.get("gid")
+        # A start this soon after the node's boot waits for the MTU and the GID.
+        self.boot_wait_s = int(node.get("boot_wait_s") or 0)
+        self.stat_file = str(node.get("stat_file") or "/proc/stat")
         self.sysfs_net = str(cfg.get("sysfs_net") or "/sys/class/net")
         self.docker_args = [str(a) for a in cfg["docker_args"]]
         self.host = str(cfg["host"])
@@ -178,21 +196,28 @@ class Rank:
 
     textfile_dir = ""
 
+    def record_path(self):
+        return os.path.join(self.log_dir, "launcher-metrics.json")
+
+    def record(self):
+        """What this launcher last did: each event's time and what the last start ran."""
+        try:
+            with open(self.record_path(), encoding="utf-8") as fh:
+                record = json.load(fh)
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
     def export(self, event, **info):
         """Record a start, stop or refusal, and rewrite sparkfleet_rank.prom from the record.
 
         The record (<log_dir>/launcher-metrics.json) keeps the last time of each event and what
-        the last start ran; a deliberate stop is the stopped mark itself. The series carry no
-        node or rank label (the scrape target has them).
+        the last start ran (the GID index it found, for the next start's comparison); a
+        deliberate stop is the stopped mark itself. The series carry no node or rank label
+        (the scrape target has them).
         """
-        if not self.textfile_dir:
-            return
-        record_path = os.path.join(self.log_dir, "launcher-metrics.json")
-        try:
-            with open(record_path, encoding="utf-8") as fh:
-                record = json.load(fh)
-        except (OSError, ValueError):
-            record = {}
+        record_path = self.record_path()
+        record = self.record()
         record[event] = datetime.datetime.now(datetime.timezone.utc).timestamp()
         record.update(info)
         try:
@@ -202,6 +227,8 @@ class Rank:
             os.replace(record_path + ".tmp", record_path)
         except OSError as exc:
             print(f"{self.prog}: cannot keep {record_path}: {exc}", file=sys.stderr)
+        if not self.textfile_dir:
+            return
         families = [
             (
                 f"last_{name}_timestamp_seconds",
@@ -241,6 +268,15 @@ class Rank:
                     ],
                 )
             )
+        if record.get("gid_index") is not None:
+            families.append(
+                (
+                    "gid_index",
+                    "gauge",
+                    "The RoCE GID index the last start found for the data-plane address.",
+                    [({}, record["gid_index"])],
+                )
+            )
         problem = _textfile.write_textfile(
             self.textfile_dir,
             "sparkfleet_rank.prom",
@@ -272,8 +308,20 @@ class Rank:
             )
             raise Exit(1) from None
 
-    def run_argv(self, config_hash):
-        """The container this rank runs: start executes it, show prints it."""
+    def run_argv(self, config_hash, gid_index=None):
+        """The container this rank runs: start executes it, show prints it.
+
+        ``gid_index``: the GID index discovered at this start (NCCL_IB_GID_INDEX), outside
+        the configuration hash.
+        """
+        discovered = []
+        if gid_index is not None:
+            discovered = [
+                "--label",
+                f"sparkfleet.gid-index={gid_index}",
+                "-e",
+                f"NCCL_IB_GID_INDEX={gid_index}",
+            ]
         return [
             "docker",
             "run",
@@ -293,6 +341,7 @@ class Rank:
             "--log-opt",
             f"max-file={self.log_max_files}",
             *self.docker_args,
+            *discovered,
             # The image id the patches were taken from, never the tag: a re-pulled or
             # re-tagged image cannot run under patches cut from another one.
             self.image_id,
@@ -301,7 +350,38 @@ class Rank:
 
     # --- verbs ----------------------------------------------------------------------
 
-    def check_node(self):
+    def uptime(self):
+        """Seconds since the node booted (btime of the stat file), None when unreadable."""
+        for line in (read_text(self.stat_file) or "").splitlines():
+            name, _sep, value = line.partition(" ")
+            if name == "btime" and value.strip().isdigit():
+                return max(0.0, time.time() - int(value))
+        return None
+
+    def discover_gid(self):
+        """(row, None) for the RoCE GID of the data-plane address now, or (None, problem)."""
+        g = self.gid
+        try:
+            rows = [row for row in _gid.read_table(g["root"]) if row["hca"] == g["hca"]]
+            return (
+                _gid.select(rows, g["address"], int(g["roce_version"]), hcas=[g["hca"]]),
+                None,
+            )
+        except _gid.GidError as exc:
+            return None, f"{exc}; the port is not up yet, or re-run site.yml (roce role)"
+
+    def gid_index_now(self):
+        """The GID index a start would pass now (None: gid_mode auto, or none found)."""
+        if not self.gid:
+            return None
+        row, problem = self.discover_gid()
+        if problem:
+            print(f"{self.prog}: {problem}", file=sys.stderr)
+        return row["index"] if row else None
+
+    def link_problems(self):
+        """What the data plane lacks now (MTU, the address's GID) and the GID row found."""
+        problems = []
         raw = read_text(os.path.join(self.sysfs_net, self.iface, "mtu"))
         mtu = raw.strip() if raw is not None else "0"
         try:
@@ -309,25 +389,39 @@ class Rank:
         except ValueError:
             mtu_value = 0
         if mtu_value < self.mtu:
-            self.refuse(
+            problems.append(
                 f"{self.iface} MTU is {mtu}, below {self.mtu}: RDMA over this path would fail; "
                 "re-run site.yml (roce role) or fix the NIC"
             )
+        row = None
         if self.gid:
-            g = self.gid
-            gid = read_text(g["gid_file"])
-            gid = "missing" if gid is None else gid.strip()
-            kind = read_text(g["type_file"])
-            kind = "unreadable" if kind is None else kind.strip()
-            # sysfs says "IB/RoCE v1" or "RoCE v2": the version is the last word.
-            version = kind.rsplit(" ", 1)[-1]
-            want = int(g["roce_version"])
-            if gid != g["gid"] or version != f"v{want}":
-                self.refuse(
-                    f"GID index {int(g['index'])} of {g['hca']} port {int(g['port'])} now holds "
-                    f"{gid} ({kind}), not the RoCE v{want} GID of {g['address']}: the table moved "
-                    "(reboot or hardware swap); re-run site.yml to rediscover"
-                )
+            row, problem = self.discover_gid()
+            if problem:
+                problems.append(problem)
+        return problems, row
+
+    def check_node(self, wait=False):
+        """Refuse what would fail; returns the GID row of the data-plane address (or None).
+
+        With ``wait`` (start), a data plane that is not ready this soon after the node's
+        boot is waited for, up to boot_wait_s after the boot: a port that comes up late.
+        """
+        problems, row = self.link_problems()
+        uptime = self.uptime()
+        if problems and wait and uptime is not None and uptime < self.boot_wait_s:
+            self.log(
+                f"booted {uptime:.0f} s ago and not ready ({problems[0]}); waiting up to "
+                f"{self.boot_wait_s - uptime:.0f} s (sglang_node_boot_wait_s)"
+            )
+            while problems and uptime is not None and uptime < self.boot_wait_s:
+                time.sleep(2)
+                problems, row = self.link_problems()
+                uptime = self.uptime()
+        if problems:
+            # The cluster control tells a node still booting (a transient) from a refusal.
+            if uptime is not None:
+                print(f"uptime_s={uptime:.0f}", flush=True)
+            self.refuse("; ".join(problems))
         for path in self.patch_files:
             try:
                 with open(path, "rb") as fh:
@@ -357,6 +451,7 @@ class Rank:
                 f"{self.image_id} (what the patches were cut from); re-run site.yml to move "
                 "to the new image"
             )
+        return row
 
     def memcheck(self):
         """After every rank stopped: does MemAvailable cover what the rank may use?
@@ -408,7 +503,7 @@ class Rank:
             )
 
     def start(self):
-        self.check_node()
+        row = self.check_node(wait=True)
         self.remove_other_ranks()
         if run_docker("container", "inspect", self.name, quiet=True)[0] == 0:
             must("rm", "-f", self.name)
@@ -417,7 +512,17 @@ class Rank:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.stopped_mark)
         config_hash = self.config_hash_or_exit()
-        must(*self.run_argv(config_hash)[1:])
+        gid_index = None
+        if row is not None:
+            gid_index = row["index"]
+            before = self.record().get("gid_index")
+            if before is not None and before != gid_index:
+                self.log(
+                    f"the RoCE v{int(self.gid['roce_version'])} GID of {self.gid['address']} "
+                    f"moved from index {before} to {gid_index} ({_gid.describe(row)}): using "
+                    f"{gid_index} (a reboot or a hardware swap; the configuration is unchanged)"
+                )
+        must(*self.run_argv(config_hash, gid_index)[1:])
         # setsid nohup: the follower outlives this process and the caller's session.
         subprocess.Popen(
             [
@@ -435,7 +540,13 @@ class Rank:
         self.log(
             f"started {self.name} (rank {self.rank}, config {config_hash}), log {self.engine_log}"
         )
-        self.export("start", container=self.name, image=self.image, config_hash=config_hash)
+        self.export(
+            "start",
+            container=self.name,
+            image=self.image,
+            config_hash=config_hash,
+            gid_index=gid_index,
+        )
 
     def follow_log(self):
         """Keep the engine's output where it survives the container, without the API key."""
@@ -597,7 +708,7 @@ def main(argv=None):
         elif verb == "tail":
             rank.tail(arg or "200")
         elif verb == "show":
-            print("\n".join(rank.run_argv(rank.config_hash_or_exit())))
+            print("\n".join(rank.run_argv(rank.config_hash_or_exit(), rank.gid_index_now())))
         else:
             print(rank.config_hash_or_exit())
     except Exit as done:

@@ -25,7 +25,9 @@ wrappers that run it as `python3 sparkfleet_cluster.py cluster|watchdog ARGS`:
       bound is reported, never given up on. A run keeps observing after a
       restart for the rest of its minute. Restarts back off and are bounded per
       window; past the bound, or when a launcher refuses to start, the watchdog
-      gives up (a marker file) until an operator clears it.
+      gives up (a marker file) until an operator clears it. A refusal by a node
+      that booted less than boot_window_s ago (its port not up yet) is a
+      transient: backed off and retried, never given up on.
 
 Every setting comes from one JSON file rendered by the role (see CONFIG).
 """
@@ -63,6 +65,7 @@ EX_FAILED = 4  # a stop or start failed part-way
 EX_UNHEALTHY = 5  # started, but the head did not answer /health in time
 EX_UNREACHABLE = 6  # a node did not answer over SSH: a transient, never a refusal
 EX_MEMORY = 7  # stopped, but a node has less memory available than the engine needs: no start
+EX_BOOTING = 8  # refused only by nodes within boot_window_s of their boot: a transient
 EX_BUSY = 75  # another run holds the lock (EX_TEMPFAIL)
 
 # Launcher states (sparkfleet-sglang status) that mean the rank's engine is gone.
@@ -186,6 +189,12 @@ def classify(obs, grace_s, now):
         f"head {head['host']} {what} for {for_how_long}, /health {answer}; "
         f"past the {grace_s} s grace"
     )
+
+
+def booted_ago(out):
+    """The uptime_s=N a refusing launcher printed (seconds since its node booted), or None."""
+    found = re.search(r"^uptime_s=(\d+(?:\.\d+)?)$", out or "", re.MULTILINE)
+    return float(found.group(1)) if found else None
 
 
 def unreachable_hosts(obs):
@@ -543,14 +552,25 @@ class Cluster:
         return parse_docker_time(res.stdout) if res.returncode == 0 else None
 
     def check(self):
-        """Every rank's launcher check: (refusals as 'host: reason', every result)."""
+        """Every rank's launcher check: (refusals as 'host: reason', every result, booting).
+
+        ``booting``: every refusing node booted less than boot_window_s ago (its launcher
+        prints uptime_s=N before refusing): a port not up yet, not a broken node.
+        """
         results = self.each(self.ranks, "check")
-        refusals = []
-        for host, (rc, _out, err) in results.items():
+        refusals, booting = [], True
+        window = int(self.cfg.get("boot_window_s") or 0)
+        for host, (rc, out, err) in results.items():
             if rc != 0 and not self.no_answer(host, rc):
                 reason = err.splitlines()[-1] if err else f"rc={rc}"
-                refusals.append("{}: {}".format(host, re.sub(r"^.*REFUSED: ", "", reason)))
-        return refusals, results
+                reason = re.sub(r"^.*REFUSED: ", "", reason)
+                uptime = booted_ago(out)
+                if uptime is not None and uptime < window:
+                    reason += f" (booted {uptime:.0f} s ago)"
+                else:
+                    booting = False
+                refusals.append(f"{host}: {reason}")
+        return refusals, results, booting and bool(refusals)
 
     def wait_healthy(self, wait_s):
         deadline = self.clock.monotonic() + wait_s
@@ -609,7 +629,7 @@ class Cluster:
                     "last_restart_exit_code",
                     "gauge",
                     "Its exit code: 0 ok, 3 refused, 4 failed, 5 unhealthy, 6 a node unreachable, "
-                    "7 reboot required; by: who asked for it.",
+                    "7 reboot required, 8 a node not ready after its boot; by: who asked for it.",
                     [({"by": reason.split(":", 1)[0].strip() or "operator"}, rc)],
                 ),
             ],
@@ -624,10 +644,19 @@ class Cluster:
                 return EX_BUSY, f"another cluster operation held {lock} for {wait} s"
             t0 = self.clock.monotonic()
             self.log(f"restart requested ({reason}): checking every rank first")
-            refusals, results = self.check()
+            refusals, results, booting = self.check()
             lost = self.unreached("check", results)
             if lost:
                 return lost
+            if booting:
+                msg = (
+                    "not ready after a boot, nothing stopped: {}; a transient "
+                    "(boot_window_s={}): retried".format(
+                        "; ".join(refusals), self.cfg.get("boot_window_s")
+                    )
+                )
+                self.log(msg, "WARNING")
+                return EX_BOOTING, msg
             if refusals:
                 msg = "REFUSED, nothing stopped: {}; fix: re-run site.yml".format(
                     "; ".join(refusals)
@@ -975,7 +1004,7 @@ class Watchdog:
         }
         state.pop("bad", None)
         state.pop("progress", None)
-        if rc != EX_UNREACHABLE:
+        if rc not in (EX_UNREACHABLE, EX_BOOTING):
             state["restarts_total"] = state.get("restarts_total", 0) + 1
         if rc == EX_REFUSED:
             self.give_up(state, f"a launcher refused to start: {msg}", done)
@@ -986,9 +1015,10 @@ class Watchdog:
             state.setdefault("restarts", []).append(entry)
             self.save(state)
             return None
-        if rc == EX_UNREACHABLE:
+        if rc in (EX_UNREACHABLE, EX_BOOTING):
             # Not a refusal and not counted towards the give-up bound: the next
-            # observations see the node unreachable and wait for it.
+            # observations see the node unreachable and wait for it, or (a node that
+            # refused within its boot window) retry after the backoff.
             entry["transient"] = True
             self.decide(state, "restart-deferred", msg, done, rc=rc)
         elif rc == 0:
@@ -1319,13 +1349,15 @@ def cluster_main(cfg, argv):
         print(json.dumps(cluster.states(), indent=2, sort_keys=True))
         return 0
     if args.cmd == "check":
-        refusals, results = cluster.check()
+        refusals, results, booting = cluster.check()
         for line in refusals:
             print(line, file=sys.stderr)
         lost = cluster.unreached("check", results)
         if lost:
             print(lost[1], file=sys.stderr)
-        return EX_REFUSED if refusals else lost[0] if lost else 0
+        if refusals:
+            return EX_BOOTING if booting else EX_REFUSED
+        return lost[0] if lost else 0
     if args.cmd == "stop":
         rc, msg = cluster.stop()
     else:

@@ -110,6 +110,10 @@ class Node:
         self.gid_file.write_text(GID + "\n")
         self.type_file = ib / "gid_attrs" / "types" / "3"
         self.type_file.write_text("RoCE v2\n")
+        self.ib = ib
+        # The node booted an hour ago unless a test says otherwise (boot_wait_s is 60).
+        self.stat_file = root / "stat"
+        self.booted(3600)
         self.env_file = root / "etc" / "sglang.env"
         self.env_file.parent.mkdir()
         self.env_file.write_text("SGLANG_API_KEY=secret\n")
@@ -148,23 +152,19 @@ class Node:
                 "iface": "enp1s0f0np0",
                 "mtu": 9000,
                 "gid": {
-                    "gid_file": str(self.gid_file),
-                    "type_file": str(self.type_file),
-                    "index": 3,
-                    "gid": GID,
-                    "roce_version": 2,
+                    "root": str(root / "sys" / "class" / "infiniband"),
                     "hca": "rocep1s0f0",
-                    "port": 1,
                     "address": "192.168.100.1",
+                    "roce_version": 2,
                 },
+                "boot_wait_s": 60,
+                "stat_file": str(self.stat_file),
             },
             "docker_args": [
                 "--network",
                 "host",
                 "--env-file",
                 str(self.env_file),
-                "-e",
-                "NCCL_IB_GID_INDEX=3",
                 "-v",
                 f"{self.patches[0]}:/sgl/a.py:ro",
             ],
@@ -181,6 +181,17 @@ class Node:
         self.write_config()
         self.answer("images", IMAGE_ID + "\n")
         self.answer("tag_id", IMAGE_ID + "\n")
+
+    def booted(self, seconds_ago):
+        self.stat_file.write_text(f"cpu  1 2 3\nbtime {int(time.time() - seconds_ago)}\n")
+
+    def move_gid(self, index):
+        """The data-plane address's GID now sits at ``index`` (a reboot, a hardware swap)."""
+        for name in ("gids", "gid_attrs/types"):
+            for old in (self.ib / name).iterdir():
+                old.unlink()
+        (self.ib / "gids" / str(index)).write_text(GID + "\n")
+        (self.ib / "gid_attrs" / "types" / str(index)).write_text("RoCE v2\n")
 
     def write_config(self):
         self.config.write_text(json.dumps(self.cfg, indent=2))
@@ -275,6 +286,7 @@ def test_config_hash_installed_beside_converge(node, tmp_path):
     shutil.copy(LAUNCHER, sbin / "sparkfleet_launcher.py")
     shutil.copy(CONVERGE, sbin / "_converge.py")
     shutil.copy(CONVERGE.parent / "_textfile.py", sbin / "_textfile.py")
+    shutil.copy(CONVERGE.parent / "_gid.py", sbin / "_gid.py")
     out = subprocess.run(
         [sys.executable, str(sbin / "sparkfleet_launcher.py"), "config-hash"],
         capture_output=True,
@@ -308,8 +320,13 @@ def test_show_prints_the_exact_run_argv(node):
         "max-size=100m",
         "--log-opt",
         "max-file=5",
-        # The rank's own options, the image id the patches came from, its command.
+        # The rank's own options, the GID index found now, the image id the patches came
+        # from, its command.
         *node.cfg["docker_args"],
+        "--label",
+        "sparkfleet.gid-index=3",
+        "-e",
+        "NCCL_IB_GID_INDEX=3",
         IMAGE_ID,
         *node.cfg["command"],
     ]
@@ -339,7 +356,9 @@ def test_check_passes_without_a_gid(node):
 
 def _assert_refused(node, out, reason):
     assert out.returncode == 1
-    assert out.stdout == ""
+    # A refusal of the data plane says how long ago the node booted (the cluster control
+    # tells a late port from a broken one); the other refusals print nothing.
+    assert re.fullmatch(r"(uptime_s=360[0-9]\n)?", out.stdout)
     last = out.stderr.splitlines()[-1]
     match = LOG_LINE.match(last)
     assert match, last
@@ -412,28 +431,109 @@ def test_check_accepts_a_larger_mtu(node):
 
 
 @pytest.mark.parametrize(
-    ("gid", "kind", "held"),
+    ("gid", "kind", "found"),
     [
-        ("fe80:0000:0000:0000:0000:0000:0000:0001\n", "RoCE v2\n", None),
-        (GID + "\n", "IB/RoCE v1\n", None),
-        (None, "RoCE v2\n", "missing (RoCE v2)"),
-        (GID + "\n", None, f"{GID} (unreadable)"),
+        ("fe80:0000:0000:0000:0000:0000:0000:0001\n", "RoCE v2\n", "none"),
+        (GID + "\n", "IB/RoCE v1\n", "v1 at rocep1s0f0 port 1 index 3 (192.168.100.1)"),
+        (None, "RoCE v2\n", "none"),
     ],
-    ids=["wrong-gid", "wrong-type", "gid-missing", "type-unreadable"],
+    ids=["other-gid", "only-v1", "gid-missing"],
 )
-def test_check_refuses_a_moved_gid(node, gid, kind, held):
+def test_check_refuses_when_no_gid_carries_the_address(node, gid, kind, found):
     for path, text in ((node.gid_file, gid), (node.type_file, kind)):
         if text is None:
             path.unlink()
         else:
             path.write_text(text)
-    held = held or f"{gid.strip()} ({kind.strip()})"
-    _assert_refused(
-        node,
-        node.run("check"),
-        f"GID index 3 of rocep1s0f0 port 1 now holds {held}, not the RoCE v2 GID of "
-        "192.168.100.1: the table moved (reboot or hardware swap); re-run site.yml to rediscover",
+    out = node.run("check")
+    assert out.returncode == 1
+    reason = out.stderr.strip().splitlines()[-1]
+    assert "REFUSED: 192.168.100.1: no RoCE v2 GID on rocep1s0f0" in reason
+    assert f"IPv4 GIDs present: {found}" in reason
+    assert reason.endswith("the port is not up yet, or re-run site.yml (roce role)")
+    # The cluster control reads how long ago the node booted.
+    assert re.fullmatch(r"uptime_s=360[0-9]\n", out.stdout)
+
+
+def test_a_moved_gid_index_is_found_at_start_logged_and_used(node):
+    """The index is discovered, not pinned: the same configuration runs on the new index."""
+    assert node.run("start").returncode == 0
+    config = node.run("config-hash").stdout
+    node.move_gid(7)
+    assert node.run("check").stdout == "ok\n"
+    assert "NCCL_IB_GID_INDEX=7" in node.run("show").stdout.splitlines()
+    out = node.run("start")
+    assert out.returncode == 0, out.stderr
+    runs = [c for c in node.calls() if c[0] == "run"]
+    assert [a for a in runs[0] if "GID_INDEX" in a or "gid-index" in a] == [
+        "sparkfleet.gid-index=3",
+        "NCCL_IB_GID_INDEX=3",
+    ]
+    assert [a for a in runs[1] if "GID_INDEX" in a or "gid-index" in a] == [
+        "sparkfleet.gid-index=7",
+        "NCCL_IB_GID_INDEX=7",
+    ]
+    assert node.run("config-hash").stdout == config
+    assert f"sparkfleet.config={config.strip()}" in runs[1]
+    assert node.launch_log()[-2] == (
+        "the RoCE v2 GID of 192.168.100.1 moved from index 3 to 7 (v2 at rocep1s0f0 port 1 "
+        "index 7 (192.168.100.1)): using 7 (a reboot or a hardware swap; the configuration "
+        "is unchanged)"
     )
+
+
+def test_a_start_soon_after_the_boot_waits_for_a_late_port(node):
+    node.booted(5)
+    node.mtu_file.write_text("1500\n")
+    node.gid_file.unlink()
+    start = subprocess.Popen(
+        [sys.executable, str(LAUNCHER), "--config", str(node.config), "start"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=node.env(),
+    )
+    deadline = time.monotonic() + 20
+    while not any(m.startswith("booted") for m in node.launch_log()):
+        assert time.monotonic() < deadline and start.poll() is None
+        time.sleep(0.1)
+    # The port comes up: its MTU first, its address (and GID) a moment later.
+    node.mtu_file.write_text("9000\n")
+    time.sleep(1)
+    node.gid_file.write_text(GID + "\n")
+    out, err = start.communicate(timeout=30)
+    assert start.returncode == 0, err
+    log = node.launch_log()
+    assert re.match(
+        r"booted [5-9] s ago and not ready \(enp1s0f0np0 MTU is 1500, below 9000.*; "
+        r"waiting up to 5[1-5] s \(sglang_node_boot_wait_s\)$",
+        log[0],
+    ), log[0]
+    assert log[-1].startswith(f"started {NAME}")
+    assert [c for c in node.calls() if c[0] == "run"]
+
+
+def test_a_start_refuses_once_the_boot_wait_is_over(node):
+    node.booted(57)
+    node.mtu_file.write_text("1500\n")
+    t0 = time.monotonic()
+    out = node.run("start")
+    assert out.returncode == 1
+    # Waited for the rest of boot_wait_s (60) only, then refused with the reason.
+    assert 2 <= time.monotonic() - t0 < 15
+    assert out.stdout.startswith("uptime_s=")
+    assert node.launch_log()[-1].startswith("REFUSED: enp1s0f0np0 MTU is 1500, below 9000")
+    assert not [c for c in node.calls() if c[0] == "run"]
+
+
+def test_a_check_never_waits(node):
+    node.booted(5)
+    node.mtu_file.write_text("1500\n")
+    t0 = time.monotonic()
+    out = node.run("check")
+    assert out.returncode == 1
+    assert time.monotonic() - t0 < 10
+    assert re.fullmatch(r"uptime_s=[5-9]\n", out.stdout)
 
 
 @pytest.mark.parametrize("how", ["unpatched", "empty", "missing"])
@@ -811,7 +911,8 @@ def test_each_start_stop_and_refusal_rewrites_the_ranks_textfile(node, tmp_path)
 def test_without_a_textfile_directory_nothing_is_written(node, tmp_path):
     node.answer("container", "exited -\n")
     assert node.run("start").returncode == 0
-    assert not (node.log_dir / "launcher-metrics.json").exists()
+    # The launcher's own record (the GID index of the last start) is kept all the same.
+    assert json.loads((node.log_dir / "launcher-metrics.json").read_text())["gid_index"] == 3
     assert not list(tmp_path.rglob("sparkfleet_rank.prom"))
 
 

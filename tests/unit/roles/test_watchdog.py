@@ -198,9 +198,10 @@ def test_a_worker_that_fails_ssh_or_times_out_is_unreachable_the_head_is_not():
         "spark-3": "unreachable: timed out after 15 s: status",
         "spark-4": "exited",
     }
-    refusals, results = cluster.check()
+    refusals, results, booting = cluster.check()
     # the head's launcher runs locally: its timeout is not a node that went away
     assert refusals == ["spark-1: timed out after 15 s: status"]
+    assert not booting
     rc, msg = cluster.unreached("check", results)
     assert rc == wd.EX_UNREACHABLE
     assert msg.startswith(
@@ -217,9 +218,35 @@ def test_a_refusal_is_told_apart_from_a_node_that_does_not_answer():
             "spark-3": (255, "", "ssh: connect to host x port 22: Connection timed out"),
         }
     )
-    refusals, results = cluster.check()
+    refusals, results, booting = cluster.check()
     assert refusals == ["spark-2: enp1s0f0np0 MTU is 1500, below 9000"]
     assert cluster.unreached("check", results)[0] == wd.EX_UNREACHABLE
+    assert not booting
+
+
+@pytest.mark.parametrize(
+    ("uptimes", "window", "booting"),
+    [
+        ({"spark-2": 30}, 600, True),
+        ({"spark-2": 30, "spark-3": 40}, 600, True),
+        # One node refusing long after its boot is a real refusal, whatever the other says.
+        ({"spark-2": 30, "spark-3": 4000}, 600, False),
+        ({"spark-2": 30, "spark-3": None}, 600, False),
+        ({"spark-2": 30}, 0, False),
+    ],
+)
+def test_a_refusal_within_the_boot_window_is_a_transient(uptimes, window, booting):
+    answers = {"spark-1": (0, "ok", "")}
+    for host, uptime in uptimes.items():
+        out = "" if uptime is None else f"uptime_s={uptime}\n"
+        answers[host] = (1, out, "x[y]: REFUSED: enp1s0f0np0 MTU is 1500, below 9000")
+    cluster = _Answers(answers)
+    cluster.cfg["boot_window_s"] = window
+    refusals, _results, got = cluster.check()
+    assert got is booting
+    assert len(refusals) == len(uptimes)
+    if booting:
+        assert refusals[0] == "spark-2: enp1s0f0np0 MTU is 1500, below 9000 (booted 30 s ago)"
 
 
 def test_head_health_uses_the_collections_api_client():

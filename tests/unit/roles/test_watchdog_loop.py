@@ -64,6 +64,8 @@ class World:
         self.state = dict.fromkeys(HOSTS, "running current")
         self.started = dict.fromkeys(HOSTS, T0 - 3600)
         self.refuse = {}
+        self.booted = dict.fromkeys(HOSTS, T0 - 86400)  # when each node last booted
+        self.port_up_after_s = 0  # a rebooted node's data plane is ready this long after its boot
         self.short = {}  # host -> why its memcheck refuses (after the stop)
         self.memchecks = []
         self.progress = None  # the head's /metrics reading ({"running", "tokens"}) or None
@@ -81,6 +83,13 @@ class World:
     def power_on(self, host):
         self.up[host] = True
         self.state[host] = "exited"
+        self.booted[host] = self.clock.time()
+
+    def late_port(self, host):
+        """Why this node's launcher refuses now: its port is not up yet after the boot."""
+        if self.clock.time() - self.booted[host] < self.port_up_after_s:
+            return "enp1s0f0np0 MTU is 1500, below 9000"
+        return None
 
     def kill(self, host):
         self.state[host] = "exited"
@@ -106,8 +115,11 @@ class FakeCluster(wd.Cluster):
         if verb[0] == "status":
             return 0, w.state[host], ""
         if verb[0] == "check":
-            if host in w.refuse:
-                return 1, "", f"sparkfleet-sglang[x]: REFUSED: {w.refuse[host]}"
+            why = w.refuse.get(host) or w.late_port(host)
+            if why:
+                # The launcher says how long ago its node booted, then why it refuses.
+                uptime = f"uptime_s={self.clock.time() - w.booted[host]:.0f}\n"
+                return 1, uptime, f"sparkfleet-sglang[x]: REFUSED: {why}"
             return 0, "ok", ""
         if verb[0] == "stop":
             w.state[host] = "absent"
@@ -158,6 +170,7 @@ def rig(tmp_path):
         "ssh": {"connect_timeout_s": 5},
         "lock_file": str(tmp_path / "run" / "cluster.lock"),
         "lock_wait_s": 0,
+        "boot_window_s": 600,
         "run_dir": str(tmp_path / "run"),
         "cluster_log": str(tmp_path / "cluster.log"),
         "watchdog": {
@@ -393,6 +406,38 @@ def test_a_real_launcher_refusal_still_gives_up_at_once(rig):
     assert "launcher refused" in text and "spark-4: enp1s0f0np0 MTU is 1500" in text
     assert rig.world.stops == [] and rig.world.starts == []
     assert rig.state()["last_observation"]["kind"] == "gave-up"
+
+
+def test_a_node_whose_port_is_late_after_its_boot_is_retried_not_given_up_on(rig):
+    """A rebooted worker's launcher refuses for 200 s (MTU not yet applied): a transient
+    inside the boot window, backed off and retried until the port is up, then healed."""
+    rig.world.port_up_after_s = 200
+    rig.clock.at(5, lambda: rig.world.power_off("spark-3"))
+    rig.clock.at(65, lambda: rig.world.power_on("spark-3"))
+    # Backoff 60, 120, 240 s: tried at about 75, 135 and 255 s (refused), healed at 495 s.
+    rig.cron(10)
+    state = rig.state()
+    assert not rig.gave_up()
+    deferred = [r for r in state["restarts"] if r.get("transient")]
+    assert deferred and all(r["rc"] == wd.EX_BOOTING for r in deferred)
+    assert state["restarts"][-1]["rc"] == 0
+    # Retried before the port came up, healed after it, never given up, never counted.
+    assert deferred[0]["time"] < T0 + 65 + 200 <= state["restarts"][-1]["time"]
+    assert state["restarts_total"] == 1
+    assert rig.world.healthy() and state["last_observation"]["kind"] == "healthy"
+    assert [h for t, h in rig.world.starts if t < T0 + 65 + 200] == []
+    text = "\n".join(rig.lines("not ready after a boot"))
+    assert "spark-3: enp1s0f0np0 MTU is 1500, below 9000 (booted" in text
+    assert "a transient (boot_window_s=600): retried" in text
+
+
+def test_a_refusal_outside_the_boot_window_gives_up(rig):
+    """The same refusal by a node that booted long ago is a broken node: given up on."""
+    rig.world.port_up_after_s = 10**9
+    rig.clock.at(5, lambda: rig.world.kill("spark-3"))
+    rig.cron(1)
+    assert rig.gave_up()
+    assert "booted" not in (rig.tmp / "state" / "gave-up").read_text()
 
 
 def test_too_many_restarts_in_the_window_give_up(rig):

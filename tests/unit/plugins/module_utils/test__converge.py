@@ -324,8 +324,26 @@ WANT = {
             },
             ["jumbo ping to 10.0.30.3: no answer"],
         ),
+        # One profile for the port in netplan's output is the role's own; a second is drift.
+        ({"netplan": {"profiles": [{"id": "enp1s0f0np0"}]}}, []),
+        (
+            {"netplan": {"profiles": [{"id": "NM-5f0c"}, {"id": "enp1s0f0np0"}]}},
+            ["netplan gives enp1s0f0np0 2 profiles (NM-5f0c, enp1s0f0np0)"],
+        ),
     ],
-    ids=["same", "mtu", "address", "nic", "gid-moved", "gid-gone", "port", "netdev", "ping"],
+    ids=[
+        "same",
+        "mtu",
+        "address",
+        "nic",
+        "gid-moved",
+        "gid-gone",
+        "port",
+        "netdev",
+        "ping",
+        "netplan-one",
+        "netplan-two",
+    ],
 )
 def test_roce_live_reasons(probe_state, expected):
     state = {"nics": {"enp1s0f0np0": NIC_OK}, "gid": GID_OK, "peers": {}}
@@ -372,3 +390,14 @@ def test_image_weights_and_rank_reasons():
     assert filters.converge_live(state, "rank", {"container": "r1", "config_hash": "h1"}) == [
         "r1: exited"
     ]
+    # The GID index a rank got from its launcher at its start: stale once the table moved.
+    state["containers"]["r0"]["labels"]["sparkfleet.gid-index"] = "7"
+    state["gid"] = {"found": True, "index": 7}
+    assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []
+    state["gid"] = {"found": True, "index": 9}
+    assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == [
+        "r0: runs RoCE GID index 7, the table now holds the data-plane address at 9"
+    ]
+    # No row now (the port is down): nothing to move to, the roce stage says why.
+    state["gid"] = {"found": False}
+    assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []

@@ -135,35 +135,16 @@ def test_container_args_of_the_seed_and_of_a_twin():
     ]
 
 
-@pytest.mark.parametrize(
-    ("mode", "index", "expected"),
-    [
-        ("discover", 7, {"NCCL_IB_GID_INDEX": "7"}),
-        ("discover", "5", {"NCCL_IB_GID_INDEX": "5"}),
-        ("auto", 7, {}),
-        ("auto", None, {}),
-    ],
-)
-def test_nccl_env_pins_the_gid_only_in_discover_mode(mode, index, expected):
-    env = _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "rocep1s0f0", "10.0.30.0/24", mode, index)
-    assert env["NCCL_SOCKET_IFNAME"] == "enP7s7"
-    assert env["NCCL_IB_HCA"] == "rocep1s0f0"
-    assert env["NCCL_IB_ADDR_RANGE"] == "10.0.30.0/24"
-    assert env["NCCL_IB_ROCE_VERSION_NUM"] == "2"
-    assert env["MASTER_ADDR"] == "10.0.30.1"
-    assert env["MASTER_PORT"] == "23000"
-    assert {k: v for k, v in env.items() if k == "NCCL_IB_GID_INDEX"} == expected
-
-
-@pytest.mark.parametrize("index", [None, "", " "])
-def test_nccl_env_never_emits_an_empty_gid_index(index):
-    with pytest.raises(ValueError, match="no GID index"):
-        _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "h", "10.0.30.0/24", "discover", index)
-
-
-def test_nccl_env_rejects_an_unknown_mode():
-    with pytest.raises(ValueError, match="unknown gid_mode"):
-        _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "h", "10.0.30.0/24", "guess", 3)
+def test_nccl_env_leaves_the_gid_index_to_the_launcher():
+    env = _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "rocep1s0f0", "10.0.30.0/24")
+    assert env == {
+        "NCCL_SOCKET_IFNAME": "enP7s7",
+        "NCCL_IB_HCA": "rocep1s0f0",
+        "NCCL_IB_ROCE_VERSION_NUM": "2",
+        "NCCL_IB_ADDR_RANGE": "10.0.30.0/24",
+        "MASTER_ADDR": "10.0.30.1",
+        "MASTER_PORT": "23000",
+    }
 
 
 @pytest.mark.parametrize(("key", "shim"), [(False, False), (True, True)])
@@ -187,13 +168,14 @@ RANK = {
     "stop_timeout_s": 30,
     "log_max_size": "100m",
     "log_max_files": 3,
+    "boot_wait_s": 300,
 }
 PATHS = {
     "env_file": "/etc/sparkfleet/sglang.env",
     "log_dir": "/var/log/sparkfleet",
     "stopped_mark": "/var/lib/sparkfleet/sglang.stopped",
-    "gid_dir": "/sys/class/infiniband/rocep1s0f0/ports/1",
     "meminfo": "/proc/meminfo",
+    "stat_file": "/proc/stat",
 }
 PATCHES = {
     "mounts": [["/var/lib/sparkfleet/patches/x/serving_chat.py", "/sgl/serving_chat.py"]],
@@ -209,6 +191,7 @@ ROCE = {
     "hca": "rocep1s0f0",
     "gid_port": 1,
     "address": "10.0.30.2",
+    "sysfs_root": "/sys/class/infiniband",
 }
 
 
@@ -221,7 +204,7 @@ def test_rank_config_is_the_launch_the_launcher_runs():
         profile,
         RANK,
         PATHS,
-        {"HF_HUB_OFFLINE": "1", "NCCL_IB_GID_INDEX": "3"},
+        {"HF_HUB_OFFLINE": "1", "NCCL_IB_HCA": "rocep1s0f0"},
         PATCHES,
         ROCE,
         ["python3", "-m", 1],
@@ -240,7 +223,7 @@ def test_rank_config_is_the_launch_the_launcher_runs():
         "-e",
         "HF_HUB_OFFLINE=1",
         "-e",
-        "NCCL_IB_GID_INDEX=3",
+        "NCCL_IB_HCA=rocep1s0f0",
         "-v",
         "/models:/models",
         "-v",
@@ -263,22 +246,28 @@ def test_rank_config_is_the_launch_the_launcher_runs():
     assert cfg["node"] == {
         "iface": "enp1s0f0np0",
         "mtu": 9000,
+        # Where the launcher finds the GID at each start, not the index published now: a
+        # moved index changes neither this file nor the configuration hash.
         "gid": {
-            "gid_file": "/sys/class/infiniband/rocep1s0f0/ports/1/gids/3",
-            "type_file": "/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3",
-            "index": 3,
-            "gid": ROCE["gid"],
-            "roce_version": 2,
+            "root": "/sys/class/infiniband",
             "hca": "rocep1s0f0",
-            "port": 1,
             "address": "10.0.30.2",
+            "roce_version": 2,
         },
+        "boot_wait_s": 300,
+        "stat_file": "/proc/stat",
     }
+    moved = dict(ROCE, gid_index="9", gid="0000:0000:0000:0000:0000:ffff:0a00:1e02", gid_port=1)
+    assert _engine.rank_config(
+        profile, RANK, PATHS, {}, PATCHES, moved, ["python3"]
+    ) == _engine.rank_config(profile, RANK, PATHS, {}, PATCHES, ROCE, ["python3"])
 
 
 def test_rank_config_checks_no_gid_row_when_nccl_picks_it():
     roce = dict(ROCE, gid_mode="auto", gid_index=None)
     cfg = _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, roce, [])
     assert cfg["node"]["gid"] is None
+    with pytest.raises(ValueError, match="unknown gid_mode 'guess'"):
+        _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, dict(ROCE, gid_mode="guess"), [])
     # No memory limit in the profile: nothing for memcheck to compare.
     assert cfg["memory"]["need_bytes"] == 0

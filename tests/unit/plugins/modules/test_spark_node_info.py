@@ -374,3 +374,46 @@ def test_running_processes_reads_each_process_name(tmp_path):
     (tmp_path / "99").mkdir()  # a process that ended while /proc was read: no comm
     got = _node_state.running_processes(["cron", "dockerd", "python3"], str(tmp_path))
     assert got == {"cron": True, "dockerd": False, "python3": False}
+
+
+def test_the_ports_netplan_profiles_are_read_in_the_same_call(node, tmp_path, monkeypatch):
+    """The netplan reading (module_utils/_netplan, tested there) with the module's options."""
+    seen = []
+
+    def port_profiles(iface, netplan_dir, files, netplan):
+        seen.append((iface, netplan_dir, files, netplan))
+        return {"profiles": [{"id": iface, "mtu": 9000}], "error": None}
+
+    monkeypatch.setattr(spark_node_info, "port_profiles", port_profiles)
+    monkeypatch.setattr(
+        spark_node_info, "running_processes", lambda names: dict.fromkeys(names, True)
+    )
+    absent = run({"netplan": {"iface": "enp1s0f0np0", "dir": str(tmp_path / "none")}})
+    assert absent["netplan"] == {"profiles": [], "error": None, "networkmanager": True}
+    assert seen == []
+    # netplan's directory without netplan itself: said, not guessed.
+    unread = run({"netplan": {"iface": "enp1s0f0np0", "dir": str(tmp_path)}})
+    assert unread["netplan"]["error"] == "netplan is not installed"
+    node["bins"].add("netplan")
+    out = run(
+        {
+            "netplan": {
+                "iface": "enp1s0f0np0",
+                "dir": str(tmp_path),
+                "files": {"60-sparkfleet-roce.yaml": "network: {}\n"},
+            }
+        }
+    )
+    assert out["netplan"] == {
+        "profiles": [{"id": "enp1s0f0np0", "mtu": 9000}],
+        "error": None,
+        "networkmanager": True,
+    }
+    assert seen == [
+        (
+            "enp1s0f0np0",
+            str(tmp_path),
+            {"60-sparkfleet-roce.yaml": "network: {}\n"},
+            "/usr/bin/netplan",
+        )
+    ]
