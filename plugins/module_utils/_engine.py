@@ -120,6 +120,8 @@ def container_args(profile):
         args.append(f"--ipc={container['ipc']}")
     for cap in container.get("cap_add") or []:
         args += ["--cap-add", str(cap)]
+    for limit in container.get("ulimits") or []:
+        args += ["--ulimit", str(limit)]
     for device in container.get("devices") or []:
         args += ["--device", str(device)]
     return args
@@ -268,12 +270,21 @@ def host_requirements(profile, offline=False):
     for device in container.get("devices") or []:
         devices.append(str(device).split(":", 1)[0])
     memory = container.get("memory")
+    gpus = container.get("gpus") or None
     return {
-        "gpus": container.get("gpus") or None,
+        "gpus": gpus,
         "devices": devices,
+        # --gpus is served by the NVIDIA runtime or its prestart hook, not by a CDI spec.
+        "programs": [GPU_HOOK] if gpus else [],
+        # RDMA in the container opens the data-plane HCA's verbs device under /dev/infiniband.
+        "verbs": any(d == "/dev/infiniband" or d.startswith("/dev/infiniband/") for d in devices),
         "paths": paths,
         "memory": size_bytes(memory) if memory else 0,
     }
+
+
+# What `docker run --gpus` calls when docker has no "nvidia" runtime (nvidia-container-toolkit).
+GPU_HOOK = "nvidia-container-runtime-hook"
 
 
 def sshd_key_login_problem(user, record):
@@ -346,13 +357,21 @@ def host_problems(
         raise ValueError(f"the node's reading is not a mapping: {probe!r}")
     need = host_requirements(profile, offline)
     problems = []
-    if need["gpus"] and "nvidia" not in (probe.get("runtimes") or []) and not probe.get("cdi"):
+    runtimes = probe.get("runtimes") or []
+    hook = (probe.get("programs") or {}).get(GPU_HOOK) == "present"
+    if need["gpus"] and "nvidia" not in runtimes and not hook:
+        cdi = probe.get("cdi") or []
         problems.append(
-            f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}) but docker has no "
-            f"NVIDIA runtime (runtimes: {', '.join(probe.get('runtimes') or []) or 'none'}) and no "
-            "CDI spec for nvidia.com/gpu is in /etc/cdi or /var/run/cdi; fix: install "
-            "nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker` and "
-            "restart docker"
+            f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}, docker's --gpus) but "
+            f"docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and "
+            f"{GPU_HOOK} is not installed"
+            + (
+                f"; the CDI spec ({', '.join(cdi)}) serves --device nvidia.com/gpu=all, not --gpus"
+                if cdi
+                else ""
+            )
+            + "; fix: install nvidia-container-toolkit, run `nvidia-ctk runtime configure "
+            "--runtime=docker` and restart docker"
         )
     for device in need["devices"]:
         if (probe.get("devices") or {}).get(device) != "present":
@@ -360,6 +379,18 @@ def host_problems(
                 f"{host}: {device} (container.devices) does not exist; fix: load the RDMA "
                 "drivers (mlx5_ib, ib_uverbs: DOCA-OFED / MLNX_OFED) so the HCA shows up, or "
                 "remove the device from sglang_profile_overrides.container.devices"
+            )
+    for hca, rec in sorted((probe.get("uverbs") or {}).items()) if need["verbs"] else []:
+        if rec.get("error") or not rec.get("devices") or rec.get("missing"):
+            state = (
+                rec.get("error")
+                or (f"{', '.join(rec['missing'])} missing" if rec.get("missing") else "")
+                or "no verbs device (uverbs) for it"
+            )
+            problems.append(
+                f"{host}: the data-plane HCA {hca} (roce_hca) has {state}, so the engine's "
+                "/dev/infiniband gives NCCL no RDMA device; fix: load ib_uverbs and mlx5_ib "
+                "(DOCA-OFED / MLNX_OFED), check `ls /sys/class/infiniband/*/device/infiniband_verbs`"
             )
     if probe.get("image_error"):
         problems.append(

@@ -318,6 +318,27 @@ def docker_info_record(rc, out, err):
     }
 
 
+def uverbs_record(sysfs_root, hca, dev_dir="/dev/infiniband"):
+    """The verbs devices of one HCA (what an RDMA process in a container opens).
+
+    ``{"devices": [paths], "missing": [paths absent under dev_dir]}``: the kernel lists them
+    under ``<sysfs_root>/<hca>/device/infiniband_verbs/uverbs<N>``; an HCA without one (the
+    ib_uverbs module not loaded) has ``devices`` empty. ``error`` when the HCA is unknown.
+    """
+    if not os.path.isdir(os.path.join(sysfs_root, hca)):
+        return {"devices": [], "missing": [], "error": f"{sysfs_root}/{hca}: no such HCA"}
+    try:
+        names = sorted(
+            n
+            for n in os.listdir(os.path.join(sysfs_root, hca, "device", "infiniband_verbs"))
+            if n.startswith("uverbs")
+        )
+    except OSError:
+        names = []
+    devices = [os.path.join(dev_dir, n) for n in names]
+    return {"devices": devices, "missing": [d for d in devices if not os.path.exists(d)]}
+
+
 def running_processes(names, proc_root="/proc"):
     """{name: True when a process of that name (its comm) runs} for each name asked."""
     wanted = {str(n) for n in names}

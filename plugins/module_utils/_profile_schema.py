@@ -234,6 +234,14 @@ FIELDS = (
     _f("container.ipc", "str", "C(--ipc)."),
     _f("container.cap_add", "list", "C(--cap-add) capabilities.", default=[], elements="str"),
     _f(
+        "container.ulimits",
+        "list",
+        "C(--ulimit) entries, e.g. C(memlock=-1:-1) (RDMA pins its buffers: NVIDIA's Spark "
+        "recipes always lift the locked-memory limit).",
+        default=[],
+        elements="str",
+    ),
+    _f(
         "container.devices",
         "list",
         "C(--device) entries, e.g. C(/dev/infiniband).",

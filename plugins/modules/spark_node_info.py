@@ -194,6 +194,17 @@ options:
         type: list
         elements: str
         default: []
+      hcas:
+        description:
+          - HCAs whose verbs devices (C(/dev/infiniband/uverbs<N>), listed by the kernel under
+            O(host.ib_sysfs_root)) to report - the devices an RDMA process in the container opens.
+        type: list
+        elements: str
+        default: []
+      ib_sysfs_root:
+        description: Where the HCAs are listed (C(roce_sysfs_root)).
+        type: path
+        default: /sys/class/infiniband
       sshd_user:
         description: The user whose login sshd's effective settings (C(sshd -T)) are read for; empty
           skips the reading.
@@ -300,8 +311,9 @@ host:
       files), C(devices) and C(paths) (per path, as in O(host)), C(image_id) (empty when the
       image is absent; C(image_error) when docker could not say), C(mem_available) and
       C(mem_held) (bytes), C(programs) (C(present) or C(missing) per program), C(processes)
-      (true when one runs, per name) and, with O(host.sshd_user), C(sshd) (C(ok) and the
-      C(settings) that decide a key login, or C(error)).
+      (true when one runs, per name), C(uverbs) (per HCA of O(host.hcas), its verbs C(devices) and
+      those C(missing) under C(/dev/infiniband), or C(error)) and, with O(host.sshd_user), C(sshd)
+      (C(ok) and the C(settings) that decide a key login, or C(error)).
   returned: when O(host) is given
   type: dict
   sample:
@@ -362,6 +374,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state imp
     ping_record,
     running_processes,
     sshd_record,
+    uverbs_record,
     weights_record,
 )
 
@@ -418,6 +431,7 @@ def _host(module, spec):
             name: "present" if _program(module, name) else "missing" for name in spec["programs"]
         },
         "processes": running_processes(spec["processes"]),
+        "uverbs": {hca: uverbs_record(spec["ib_sysfs_root"], hca) for hca in spec["hcas"]},
     }
     if spec["sshd_user"]:
         sshd = _program(module, "sshd")
@@ -555,6 +569,8 @@ def main():
                     meminfo=dict(type="path", default="/proc/meminfo"),
                     programs=dict(type="list", elements="str", default=[]),
                     processes=dict(type="list", elements="str", default=[]),
+                    hcas=dict(type="list", elements="str", default=[]),
+                    ib_sysfs_root=dict(type="path", default="/sys/class/infiniband"),
                     sshd_user=dict(type="str", default=""),
                     sshd_addr=dict(type="str", default="127.0.0.1"),
                 ),

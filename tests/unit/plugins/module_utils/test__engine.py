@@ -125,7 +125,7 @@ def test_container_args_of_the_seed_and_of_a_twin():
     qwen = preset("qwen38_27b_tp4_dflash2")
     assert _engine.container_args(qwen) == shlex.split(
         "--gpus all --memory 100g --memory-swap 100g --shm-size 16g --network host --ipc=host "
-        "--cap-add IPC_LOCK --device /dev/infiniband"
+        "--cap-add IPC_LOCK --ulimit memlock=-1:-1 --device /dev/infiniband"
     )
     twin = dict(qwen, container={"gpus": None, "devices": [], "network": "host", "ipc": "host"})
     assert _engine.container_args(twin) == ["--network", "host", "--ipc=host"]

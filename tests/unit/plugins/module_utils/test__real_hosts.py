@@ -34,6 +34,7 @@ GOOD_PROBE = {
     "paths": {TEMPLATE: "file", MODEL: "dir"},
     "mem_available": 110 * 1024**3,
     "mem_held": 0,
+    "uverbs": {"rocep1s0f0": {"devices": ["/dev/infiniband/uverbs0"], "missing": []}},
 }
 
 
@@ -101,9 +102,18 @@ def test_a_node_with_everything_passes():
     assert _engine.host_problems("spark-1", SEED, GOOD_PROBE) == []
 
 
-def test_cdi_is_as_good_as_the_runtime():
+def test_a_cdi_spec_alone_does_not_serve_docker_gpus():
+    """docker's --gpus runs the NVIDIA runtime or its prestart hook; a CDI spec serves only
+    --device nvidia.com/gpu=all."""
     probe = probe_with(runtimes=["runc"], cdi=["/etc/cdi/nvidia.yaml"])
+    (problem,) = _engine.host_problems("spark-1", SEED, probe)
+    assert problem.startswith("spark-1: the profile asks for GPUs (container.gpus all")
+    assert "nvidia-container-runtime-hook is not installed" in problem
+    assert "the CDI spec (/etc/cdi/nvidia.yaml) serves --device nvidia.com/gpu=all" in problem
+    # The hook installed (nvidia-container-toolkit without the runtime configured) serves it.
+    probe["programs"] = {"nvidia-container-runtime-hook": "present"}
     assert _engine.host_problems("spark-1", SEED, probe) == []
+    assert _engine.host_requirements(SEED)["programs"] == ["nvidia-container-runtime-hook"]
 
 
 @pytest.mark.parametrize(
@@ -116,6 +126,16 @@ def test_cdi_is_as_good_as_the_runtime():
         (
             {"devices": {"/dev/infiniband": "missing"}},
             ["spark-2: /dev/infiniband", "mlx5_ib"],
+        ),
+        # /dev/infiniband is there, but the data-plane HCA has no verbs device in it.
+        (
+            {"uverbs": {"rocep1s0f0": {"devices": [], "missing": []}}},
+            ["spark-2: the data-plane HCA rocep1s0f0 (roce_hca) has no verbs device", "ib_uverbs"],
+        ),
+        (
+            {"uverbs": {"rocep1s0f0": {"devices": ["/dev/infiniband/uverbs1"],
+                                       "missing": ["/dev/infiniband/uverbs1"]}}},
+            ["rocep1s0f0 (roce_hca) has /dev/infiniband/uverbs1 missing"],
         ),
         ({"image_id": ""}, ["spark-2: image qwen38-dflash2:v1.2.2", "docker load"]),
         (

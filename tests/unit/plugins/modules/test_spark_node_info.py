@@ -417,3 +417,30 @@ def test_the_ports_netplan_profiles_are_read_in_the_same_call(node, tmp_path, mo
             "/usr/bin/netplan",
         )
     ]
+
+
+def test_the_verbs_device_of_each_hca_is_read(node, tmp_path):
+    """The kernel lists an HCA's verbs devices under its sysfs entry; /dev holds them or not."""
+    root, dev = tmp_path / "ib", tmp_path / "dev-ib"
+    (root / "rocep1s0f0" / "device" / "infiniband_verbs" / "uverbs0").mkdir(parents=True)
+    (root / "roceP2p1s0f0" / "device").mkdir(parents=True)  # ib_uverbs not loaded for it
+    dev.mkdir()
+    assert _node_state.uverbs_record(str(root), "rocep1s0f0", str(dev)) == {
+        "devices": [f"{dev}/uverbs0"],
+        "missing": [f"{dev}/uverbs0"],
+    }
+    (dev / "uverbs0").write_text("")
+    assert _node_state.uverbs_record(str(root), "rocep1s0f0", str(dev))["missing"] == []
+    assert _node_state.uverbs_record(str(root), "roceP2p1s0f0", str(dev)) == {
+        "devices": [],
+        "missing": [],
+    }
+    assert "no such HCA" in _node_state.uverbs_record(str(root), "mlx5_9", str(dev))["error"]
+    out = run({"host": {"hcas": ["rocep1s0f0"], "ib_sysfs_root": str(root)}})
+    # In the module the devices are looked for under /dev/infiniband itself.
+    assert out["host"]["uverbs"] == {
+        "rocep1s0f0": {
+            "devices": ["/dev/infiniband/uverbs0"],
+            "missing": [] if os.path.exists("/dev/infiniband/uverbs0") else ["/dev/infiniband/uverbs0"],
+        }
+    }
