@@ -362,8 +362,8 @@ def host_problems(
     if need["gpus"] and "nvidia" not in runtimes and not hook:
         cdi = probe.get("cdi") or []
         problems.append(
-            f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}, docker's --gpus) but "
-            f"docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and "
+            f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}, docker's --gpus) "
+            f"but docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and "
             f"{GPU_HOOK} is not installed"
             + (
                 f"; the CDI spec ({', '.join(cdi)}) serves --device nvidia.com/gpu=all, not --gpus"
@@ -390,7 +390,8 @@ def host_problems(
             problems.append(
                 f"{host}: the data-plane HCA {hca} (roce_hca) has {state}, so the engine's "
                 "/dev/infiniband gives NCCL no RDMA device; fix: load ib_uverbs and mlx5_ib "
-                "(DOCA-OFED / MLNX_OFED), check `ls /sys/class/infiniband/*/device/infiniband_verbs`"
+                "(DOCA-OFED / MLNX_OFED), then "
+                "`ls /sys/class/infiniband/*/device/infiniband_verbs` lists it"
             )
     if probe.get("image_error"):
         problems.append(

@@ -146,7 +146,8 @@ def port_profiles(iface, netplan_dir="/etc/netplan", extra=None, netplan="netpla
             lines = (res.stderr or res.stdout).strip().splitlines()
             return {
                 "profiles": [],
-                "error": "netplan generate failed: " + (lines[-1] if lines else f"rc={res.returncode}"),
+                "error": "netplan generate failed: "
+                + (lines[-1] if lines else f"rc={res.returncode}"),
             }
         profiles = read_profiles(root, iface)
     finally:
@@ -177,7 +178,6 @@ def conflict_problem(host, iface, profiles, own_file):
         f"{', '.join(others)} (a NetworkManager connection for the port: nmcli connection "
         f"delete it), then re-run site.yml; the roce role's {own_file} is the port's one profile"
     )
-
 
 
 def netplan_problems(result, host, iface, own_file, mtu):

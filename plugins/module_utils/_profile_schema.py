@@ -236,8 +236,8 @@ FIELDS = (
     _f(
         "container.ulimits",
         "list",
-        "C(--ulimit) entries, e.g. C(memlock=-1:-1) (RDMA pins its buffers: NVIDIA's Spark "
-        "recipes always lift the locked-memory limit).",
+        "C(--ulimit) entries, e.g. C(memlock=-1:-1) - RDMA pins its buffers, and NVIDIA's "
+        "Spark recipes always lift the locked-memory limit.",
         default=[],
         elements="str",
     ),

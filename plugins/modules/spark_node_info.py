@@ -334,8 +334,11 @@ netplan:
   type: dict
   sample:
     profiles:
-      - {id: enp1s0f0np0, renderer: NetworkManager, mtu: 9000, files: [/etc/netplan/60-sparkfleet-roce.yaml],
-         path: run/NetworkManager/system-connections/netplan-enp1s0f0np0.nmconnection}
+      - id: enp1s0f0np0
+        renderer: NetworkManager
+        mtu: 9000
+        files: [/etc/netplan/60-sparkfleet-roce.yaml]
+        path: run/NetworkManager/system-connections/netplan-enp1s0f0np0.nmconnection
     error: null
     networkmanager: true
 peers:

@@ -501,7 +501,7 @@ def test_a_start_soon_after_the_boot_waits_for_a_late_port(node):
     node.mtu_file.write_text("9000\n")
     time.sleep(1)
     node.gid_file.write_text(GID + "\n")
-    out, err = start.communicate(timeout=30)
+    _out, err = start.communicate(timeout=30)
     assert start.returncode == 0, err
     log = node.launch_log()
     assert re.match(

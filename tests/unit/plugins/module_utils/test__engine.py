@@ -268,6 +268,8 @@ def test_rank_config_checks_no_gid_row_when_nccl_picks_it():
     cfg = _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, roce, [])
     assert cfg["node"]["gid"] is None
     with pytest.raises(ValueError, match="unknown gid_mode 'guess'"):
-        _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, dict(ROCE, gid_mode="guess"), [])
+        _engine.rank_config(
+            {"image": "i"}, RANK, PATHS, {}, PATCHES, dict(ROCE, gid_mode="guess"), []
+        )
     # No memory limit in the profile: nothing for memcheck to compare.
     assert cfg["memory"]["need_bytes"] == 0

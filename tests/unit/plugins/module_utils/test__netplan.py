@@ -135,11 +135,13 @@ for path in sorted(glob.glob(os.path.join(root, "etc/netplan/*.yaml"))):
     if "broken" in text:
         sys.stderr.write(path + ":1:1: Error in network definition: broken\\n")
         sys.exit(1)
-    for netdef, spec in ((yaml.safe_load(text) or {{}}).get("network", {{}}).get("ethernets") or {{}}).items():
+    network = (yaml.safe_load(text) or {{}}).get("network", {{}})
+    for netdef, spec in (network.get("ethernets") or {{}}).items():
         iface = (spec.get("match") or {{}}).get("name", netdef)
         mtu = "mtu=%s\\n" % spec["mtu"] if "mtu" in spec else ""
         with open(os.path.join(out, "netplan-%s.nmconnection" % netdef), "w") as fh:
-            fh.write("[connection]\\nid=%s\\ninterface-name=%s\\n\\n[ethernet]\\n%s" % (netdef, iface, mtu))
+            fh.write("[connection]\\nid=%s\\ninterface-name=%s\\n\\n[ethernet]\\n%s"
+                     % (netdef, iface, mtu))
 """
 
 
@@ -150,7 +152,9 @@ def netplan(tmp_path):
     fake.chmod(0o755)
     etc = tmp_path / "etc-netplan"
     etc.mkdir()
-    (etc / "01-network-manager-all.yaml").write_text("network:\n  version: 2\n  renderer: NetworkManager\n")
+    (etc / "01-network-manager-all.yaml").write_text(
+        "network:\n  version: 2\n  renderer: NetworkManager\n"
+    )
     return str(fake), etc
 
 
@@ -162,7 +166,12 @@ def test_the_file_about_to_be_written_is_generated_with_the_nodes_files(netplan)
     assert [(p["id"], p["mtu"], p["files"]) for p in alone["profiles"]] == [
         ("enp1s0f0np0", 9000, [os.path.join(str(etc), name)])
     ]
-    assert _netplan.netplan_problems(alone, "spark-2", "enp1s0f0np0", os.path.join(str(etc), name), 9000) == []
+    assert (
+        _netplan.netplan_problems(
+            alone, "spark-2", "enp1s0f0np0", os.path.join(str(etc), name), 9000
+        )
+        == []
+    )
     # NetworkManager's own file for the port, already on the node: two profiles.
     (etc / "90-NM-5f0c.yaml").write_text(NM_FILE)
     both = _netplan.port_profiles("enp1s0f0np0", str(etc), {name: ROLE_FILE}, fake)
@@ -196,8 +205,14 @@ def test_a_file_netplan_refuses_is_an_error_not_a_profile_count(netplan):
     [
         ([], "netplan generates no profile for enp1s0f0np0 from " + OURS),
         (
-            [{"id": "enp1s0f0np0", "renderer": "networkd", "mtu": 1500,
-              "files": [OURS, "/etc/netplan/99-override.yaml"]}],
+            [
+                {
+                    "id": "enp1s0f0np0",
+                    "renderer": "networkd",
+                    "mtu": 1500,
+                    "files": [OURS, "/etc/netplan/99-override.yaml"],
+                }
+            ],
             "netplan's profile for enp1s0f0np0 has MTU 1500, not roce_mtu 9000: another file "
             f"defining it ({OURS}, /etc/netplan/99-override.yaml) overrides {OURS}",
         ),

@@ -133,8 +133,14 @@ def test_a_cdi_spec_alone_does_not_serve_docker_gpus():
             ["spark-2: the data-plane HCA rocep1s0f0 (roce_hca) has no verbs device", "ib_uverbs"],
         ),
         (
-            {"uverbs": {"rocep1s0f0": {"devices": ["/dev/infiniband/uverbs1"],
-                                       "missing": ["/dev/infiniband/uverbs1"]}}},
+            {
+                "uverbs": {
+                    "rocep1s0f0": {
+                        "devices": ["/dev/infiniband/uverbs1"],
+                        "missing": ["/dev/infiniband/uverbs1"],
+                    }
+                }
+            },
             ["rocep1s0f0 (roce_hca) has /dev/infiniband/uverbs1 missing"],
         ),
         ({"image_id": ""}, ["spark-2: image qwen38-dflash2:v1.2.2", "docker load"]),

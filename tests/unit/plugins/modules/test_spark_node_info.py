@@ -441,6 +441,8 @@ def test_the_verbs_device_of_each_hca_is_read(node, tmp_path):
     assert out["host"]["uverbs"] == {
         "rocep1s0f0": {
             "devices": ["/dev/infiniband/uverbs0"],
-            "missing": [] if os.path.exists("/dev/infiniband/uverbs0") else ["/dev/infiniband/uverbs0"],
+            "missing": []
+            if os.path.exists("/dev/infiniband/uverbs0")
+            else ["/dev/infiniband/uverbs0"],
         }
     }
