@@ -27,6 +27,7 @@ from ansible_collections.sparkfleet.serving.plugins.filter.converge import (
     converge_live,
     converge_reasons,
 )
+from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import roce_functions
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import plain
 
 UNDEFINED = "(undefined)"
@@ -130,13 +131,22 @@ class ActionModule(ActionBase):
         """What a stage's live check compares the probe with (its inputs and its record)."""
         recorded = self._value(task_vars, "converge_recorded", None) or {}
         if stage == "roce":
-            subnet = str(self._value(task_vars, "roce_subnet", "/"))
+            functions = roce_functions(
+                self._value(task_vars, "roce_hcas", None) or [],
+                *(self._value(task_vars, v, "") for v in ("roce_hca", "roce_iface", "roce_ipv4")),
+                self._value(task_vars, "roce_subnet", ""),
+            )
             return {
-                "iface": self._value(task_vars, "roce_iface", None),
                 "mtu": int(self._value(task_vars, "roce_mtu", 0)),
-                "address": "{}/{}".format(
-                    self._value(task_vars, "roce_ipv4", None), subnet.rsplit("/", maxsplit=1)[-1]
-                ),
+                "functions": [
+                    {
+                        "iface": fn["iface"],
+                        "address": "{}/{}".format(
+                            fn["ipv4"], str(fn["subnet"]).rsplit("/", maxsplit=1)[-1]
+                        ),
+                    }
+                    for fn in functions
+                ],
                 "recorded": (recorded.get("roce") or {}).get("roce_node"),
             }
         if stage == "patches":

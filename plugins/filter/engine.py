@@ -18,6 +18,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     nccl_env,
     python_command,
     rank_config,
+    roce_functions,
     server_args,
 )
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import (
@@ -59,11 +60,40 @@ def sglang_rank_config(engine, rank, paths, env, patches, roce, command):
 
 
 def sglang_nccl_env(head_ipv4, master_port, socket_ifname, hca, subnet, roce_version=2):
-    """NCCL environment of one rank (NCCL_IB_GID_INDEX is the launcher's, found at each start)."""
+    """NCCL environment of one rank (NCCL_IB_GID_INDEX is the launcher's, found at each start).
+
+    ``hca`` and ``subnet``: one, or the lists of every data-plane function's."""
     try:
         return nccl_env(head_ipv4, master_port, socket_ifname, hca, subnet, roce_version)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"sglang_nccl_env: {exc}") from exc
+
+
+def sparkfleet_roce_functions(hcas, hca="", iface="", ipv4="", subnet=""):
+    """The node's data-plane functions: roce_hcas, else the one roce_hca/roce_iface/roce_ipv4/
+    roce_subnet name (each hca, iface, ipv4, subnet)."""
+    if hcas and not isinstance(hcas, list):
+        raise AnsibleFilterError(f"roce_functions: roce_hcas is {hcas!r}, not a list")
+    try:
+        return roce_functions(hcas or [], hca, iface, ipv4, subnet)
+    except AttributeError as exc:
+        raise AnsibleFilterError(
+            f"roce_functions: an entry of roce_hcas is not a mapping ({exc})"
+        ) from exc
+
+
+def sparkfleet_roce_addresses(nodes):
+    """Every data-plane address of each node, as {host, ipv4}: ``nodes`` are hostvars of
+    other hosts (their inventory's roce_hcas or roce_ipv4; role vars are not in hostvars)."""
+    out = []
+    for node in nodes:
+        hcas = node.get("roce_hcas") or []
+        if hcas and not isinstance(hcas, list):
+            raise AnsibleFilterError(f"roce_addresses: roce_hcas is {hcas!r}, not a list")
+        host = node.get("inventory_hostname")
+        for fn in roce_functions(hcas, "", "", node.get("roce_ipv4", ""), ""):
+            out.append({"host": host, "ipv4": fn["ipv4"]})
+    return out
 
 
 def sglang_python_command(engine, api_key_set=False):
@@ -132,4 +162,6 @@ class FilterModule:
             "sglang_python_command": sglang_python_command,
             "sglang_profile_resolve": sglang_profile_resolve,
             "sglang_profile_problems": sglang_profile_problems,
+            "roce_functions": sparkfleet_roce_functions,
+            "roce_addresses": sparkfleet_roce_addresses,
         }

@@ -55,10 +55,10 @@ def sglang_host_problems(
         raise AnsibleFilterError(f"sglang_host_problems: {exc}") from exc
 
 
-def roce_netplan_problems(netplan, host, iface, own_file, mtu):
-    """What is wrong with the data-plane port's profiles in netplan's output (the probe's)."""
+def roce_netplan_problems(netplan, host, ifaces, own_file, mtu):
+    """What is wrong with the data-plane ports' profiles in netplan's output (the probe's)."""
     try:
-        return netplan_problems(dict(netplan or {}), host, iface, own_file, int(mtu))
+        return netplan_problems(dict(netplan or {}), host, ifaces, own_file, int(mtu))
     except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"roce_netplan_problems: bad input {exc}") from exc
 

@@ -141,47 +141,55 @@ def launch_config_hash(file_sha256s):
 
 
 def roce_reasons(probe, want):
-    """Live differences of the data plane: NIC, MTU, address, GID row, jumbo pings.
+    """Live differences of the data plane: NICs, MTU, addresses, GID rows, netplan, pings.
 
-    ``want``: ``iface``, ``mtu``, ``address`` (CIDR) and ``recorded`` (the roce_node the
-    stage published when it last ran, or None).
+    ``want``: ``mtu``, ``functions`` (each ``iface`` and ``address``, CIDR; without it the
+    one of ``iface`` and ``address``) and ``recorded`` (the roce_node the stage published
+    when it last ran, or None). The probe's ``gids`` are the functions' GID rows in their
+    order (``gid``: the first's, from a probe of one function).
     """
     reasons = []
-    nic = (probe.get("nics") or {}).get(want["iface"]) or {}
-    if nic.get("error"):
-        reasons.append(f"{want['iface']}: {nic['error']}")
-    elif not nic.get("exists"):
-        reasons.append(f"{want['iface']}: no such NIC")
-    else:
-        if int(nic.get("mtu") or 0) != int(want["mtu"]):
-            reasons.append(f"{want['iface']}: MTU {nic.get('mtu')}, want {want['mtu']}")
-        if want["address"] not in (nic.get("ipv4") or []):
-            reasons.append(f"{want['iface']}: {want['address']} not assigned")
-    gid = probe.get("gid") or {}
+    functions = want.get("functions") or [{"iface": want["iface"], "address": want["address"]}]
     recorded = want.get("recorded") or {}
-    if not gid.get("found"):
-        reasons.append(f"no RoCE GID row for {want['address'].split('/')[0]}")
-    elif recorded and (
-        # The whole row the stage publishes (a stage not entered publishes the probe's).
-        str(recorded.get("gid_index")) != str(gid.get("index"))
-        or recorded.get("gid") != gid.get("gid")
-        or recorded.get("hca") != gid.get("hca")
-        or str(recorded.get("gid_port")) != str(gid.get("port"))
-        or recorded.get("netdev") != gid.get("netdev")
-    ):
-        reasons.append(
-            f"GID row moved: index {gid.get('index')} on {gid.get('hca')}, "
-            f"recorded {recorded.get('gid_index')} on {recorded.get('hca')}"
-        )
+    was = recorded.get("functions") or ([recorded] if recorded else [])
+    rows = probe.get("gids") or [probe.get("gid") or {}]
+    for n, fn in enumerate(functions):
+        iface, address = fn["iface"], fn["address"]
+        nic = (probe.get("nics") or {}).get(iface) or {}
+        if nic.get("error"):
+            reasons.append(f"{iface}: {nic['error']}")
+        elif not nic.get("exists"):
+            reasons.append(f"{iface}: no such NIC")
+        else:
+            if int(nic.get("mtu") or 0) != int(want["mtu"]):
+                reasons.append(f"{iface}: MTU {nic.get('mtu')}, want {want['mtu']}")
+            if address not in (nic.get("ipv4") or []):
+                reasons.append(f"{iface}: {address} not assigned")
+        gid = (rows[n] if n < len(rows) else None) or {}
+        rec = (was[n] if n < len(was) else None) or {}
+        if not gid.get("found"):
+            reasons.append(f"no RoCE GID row for {address.split('/')[0]}")
+        elif recorded and (
+            # The whole row the stage publishes (a stage not entered publishes the probe's).
+            str(rec.get("gid_index")) != str(gid.get("index"))
+            or rec.get("gid") != gid.get("gid")
+            or rec.get("hca") != gid.get("hca")
+            or str(rec.get("gid_port")) != str(gid.get("port"))
+            or rec.get("netdev") != gid.get("netdev")
+        ):
+            reasons.append(
+                f"GID row moved: index {gid.get('index')} on {gid.get('hca')}, "
+                f"recorded {rec.get('gid_index')} on {rec.get('hca')}"
+            )
     # A second profile for the port (NetworkManager's own netplan file): the stage refuses it
     # naming the files; seen here so that one appearing later is not missed.
-    profiles = (probe.get("netplan") or {}).get("profiles") or []
-    if len(profiles) > 1:
-        reasons.append(
-            f"netplan gives {want['iface']} {len(profiles)} profiles ("
-            + ", ".join(p["id"] for p in profiles)
-            + ")"
-        )
+    for iface, profiles in sorted(((probe.get("netplan") or {}).get("ports") or {}).items()):
+        if len(profiles) > 1:
+            reasons.append(
+                f"netplan gives {iface} {len(profiles)} profiles ("
+                + ", ".join(p["id"] for p in profiles)
+                + ")"
+            )
     for peer, ping in sorted((probe.get("peers") or {}).items()):
         if not ping.get("ok"):
             reasons.append(f"jumbo ping to {peer}: {ping.get('error') or 'failed'}")
@@ -224,7 +232,9 @@ def rank_reasons(probe, want):
     label = labels.get("sparkfleet.config")
     if label != want["config_hash"]:
         return [f"{want['container']}: runs configuration {label}, current {want['config_hash']}"]
-    running, gid = labels.get("sparkfleet.gid-index"), probe.get("gid") or {}
+    # The one NCCL_IB_GID_INDEX is the first function's (the launcher refuses unequal ones).
+    running = labels.get("sparkfleet.gid-index")
+    gid = (probe.get("gids") or [probe.get("gid") or {}])[0] or {}
     if running is not None and gid.get("found") and str(running) != str(gid.get("index")):
         return [
             f"{want['container']}: runs RoCE GID index {running}, the table now holds "

@@ -11,6 +11,7 @@ per-node launch script, and unit-tested against the seed recipes.
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import memory_problem
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
@@ -135,18 +136,50 @@ def container_volumes(profile):
     return args
 
 
+def roce_functions(hcas, hca, iface, ipv4, subnet):
+    """The node's data-plane functions: ``roce_hcas`` when set (every function, the first the
+    port's primary one), else the one that roce_hca/roce_iface/roce_ipv4/roce_subnet name.
+
+    Each: ``hca``, ``iface``, ``ipv4``, ``subnet`` (strings). A 200G ConnectX-7 port shows up
+    as two PCIe functions, each with its own netdev, HCA, subnet and GID table; NCCL needs
+    both in NCCL_IB_HCA for the port's full bandwidth.
+    """
+    if hcas:
+        return [
+            {key: str(entry.get(key, "")) for key in ("hca", "iface", "ipv4", "subnet")}
+            for entry in hcas
+        ]
+    return [{"hca": str(hca), "iface": str(iface), "ipv4": str(ipv4), "subnet": str(subnet)}]
+
+
+def addr_range(subnets):
+    """NCCL_IB_ADDR_RANGE for the data-plane subnets: the one subnet, or the smallest network
+    holding them all (NCCL takes one range; the functions' subnets are adjacent on a rack)."""
+    nets = [ipaddress.IPv4Network(str(s), strict=False) for s in subnets]
+    if not nets:
+        raise ValueError("no data-plane subnet")
+    covering = nets[0]
+    while not all(n.subnet_of(covering) for n in nets):
+        covering = covering.supernet()
+    return str(covering)
+
+
 def nccl_env(head_ipv4, master_port, socket_ifname, hca, subnet, roce_version=2):
     """NCCL environment for one rank.
 
-    No NCCL_IB_GID_INDEX: with gid_mode ``discover`` the launcher reads the GID table at
-    every start and passes the index it finds (see rank_config); with ``auto`` NCCL picks
-    the RoCE v2 GID inside NCCL_IB_ADDR_RANGE.
+    ``hca`` and ``subnet``: one HCA and its subnet, or the lists of every function's
+    (NCCL_IB_HCA lists them all, NCCL_IB_ADDR_RANGE covers their subnets). No
+    NCCL_IB_GID_INDEX: with gid_mode ``discover`` the launcher reads the GID tables at every
+    start and passes the index it finds (see rank_config); with ``auto`` NCCL picks the
+    RoCE v2 GID inside NCCL_IB_ADDR_RANGE.
     """
+    hcas = [hca] if isinstance(hca, str) else list(hca)
+    subnets = [subnet] if isinstance(subnet, str) else list(subnet)
     return {
         "NCCL_SOCKET_IFNAME": socket_ifname,
-        "NCCL_IB_HCA": hca,
+        "NCCL_IB_HCA": ",".join(str(h) for h in hcas),
         "NCCL_IB_ROCE_VERSION_NUM": str(int(roce_version)),
-        "NCCL_IB_ADDR_RANGE": subnet,
+        "NCCL_IB_ADDR_RANGE": addr_range(subnets),
         "MASTER_ADDR": head_ipv4,
         "MASTER_PORT": str(int(master_port)),
     }
@@ -447,25 +480,36 @@ def rank_config(profile, rank, paths, env, patches, roce, command):
     ``paths``: ``env_file``, ``log_dir``, ``stopped_mark``, ``meminfo`` and ``stat_file``
     (the btime of the node's boot). ``env``: the rank's environment (KEY -> value), in
     order. ``patches``: ``mounts`` and ``pyc_masks`` ([host, container] pairs). ``roce``:
-    the data plane the roce stage published (``iface``, ``mtu``, ``gid_mode``, ``hca``,
-    ``address``, ``roce_version``, ``sysfs_root``). ``command``: what the image runs
-    (interpreter, server args). ``profile``'s ``image`` and container section and the
+    the data plane the roce stage published (``mtu``, ``gid_mode``, ``roce_version``,
+    ``sysfs_root`` and ``functions``, each ``iface``, ``hca`` and ``address``; without
+    ``functions`` the one of ``iface``, ``hca``, ``address``). ``command``: what the image
+    runs (interpreter, server args). ``profile``'s ``image`` and container section and the
     ``log`` / ``stop`` / ``boot_wait_s`` settings of ``rank`` complete it.
 
-    With gid_mode ``discover`` the file says where the launcher finds the GID of the
-    data-plane address at each start, not its index: a moved index (a reboot, a hardware
-    swap) changes neither this file nor the configuration hash.
+    With gid_mode ``discover`` the file says where the launcher finds the GID of each
+    function's data-plane address at each start, not its index: a moved index (a reboot, a
+    hardware swap) changes neither this file nor the configuration hash.
     """
-    gid = None
-    if roce["gid_mode"] == "discover":
-        gid = {
-            "root": roce["sysfs_root"],
-            "hca": roce["hca"],
-            "address": roce["address"],
-            "roce_version": int(roce["roce_version"]),
-        }
-    elif roce["gid_mode"] != "auto":
+    if roce["gid_mode"] not in ("discover", "auto"):
         raise ValueError(f"unknown gid_mode {roce['gid_mode']!r} (discover or auto)")
+    functions = roce.get("functions") or [
+        {"iface": roce["iface"], "hca": roce["hca"], "address": roce["address"]}
+    ]
+    links = [
+        {
+            "iface": fn["iface"],
+            "mtu": int(roce["mtu"]),
+            "gid": {
+                "root": roce["sysfs_root"],
+                "hca": fn["hca"],
+                "address": fn["address"],
+                "roce_version": int(roce["roce_version"]),
+            }
+            if roce["gid_mode"] == "discover"
+            else None,
+        }
+        for fn in functions
+    ]
     docker_args = [*container_args(profile), "--env-file", paths["env_file"]]
     for key, value in env.items():
         docker_args += ["-e", f"{key}={value}"]
@@ -488,9 +532,7 @@ def rank_config(profile, rank, paths, env, patches, roce, command):
         "log_max_files": int(rank["log_max_files"]),
         "patch_files": [host for host, _inside in patches["mounts"]],
         "node": {
-            "iface": roce["iface"],
-            "mtu": int(roce["mtu"]),
-            "gid": gid,
+            "links": links,
             "boot_wait_s": int(rank["boot_wait_s"]),
             "stat_file": paths["stat_file"],
         },

@@ -31,6 +31,7 @@ CLUSTER_VARS = {
     "spark_rank": "host",
     "ansible_host": "host",
     "roce_ipv4": "host",
+    "roce_hcas": "host",
     "spark_mgmt_iface": "node",
     "spark_mgmt_subnet": "cluster",
     "roce_iface": "node",
@@ -58,8 +59,8 @@ def owned_flags():
 # in the profile's env would silently replace the derived value.
 OWNED_ENV = {
     "NCCL_SOCKET_IFNAME": "the variable sglang_nccl_socket_ifname",
-    "NCCL_IB_HCA": "the variable roce_hca",
-    "NCCL_IB_ADDR_RANGE": "the variable roce_subnet",
+    "NCCL_IB_HCA": "the variables roce_hca and roce_hcas",
+    "NCCL_IB_ADDR_RANGE": "the variables roce_subnet and roce_hcas",
     "NCCL_IB_GID_INDEX": "discovered per node by the roce role (roce_gid_mode)",
     "NCCL_IB_ROCE_VERSION_NUM": "discovered per node by the roce role",
     "MASTER_ADDR": "derived from rank 0's roce_ipv4",
@@ -311,6 +312,144 @@ def _check_nics(nodes, report):
                 "roce_sysfs_root",
                 f"is {root!r}",
                 "give an absolute path (/sys/class/infiniband)",
+            )
+
+
+FUNCTION_KEYS = ("hca", "iface", "ipv4", "subnet")
+PRIMARY_VARS = {
+    "hca": "roce_hca",
+    "iface": "roce_iface",
+    "ipv4": "roce_ipv4",
+    "subnet": "roce_subnet",
+}
+
+
+def _check_functions(nodes, report):
+    """roce_hcas: every data-plane function of a node (both halves of a 200G port).
+
+    Each entry names hca, iface, ipv4 and subnet; the first is the function the
+    single-function variables name; names and addresses are distinct; each address is a
+    host of its subnet; the subnets are one list on every node, disjoint from each other
+    and from the management network; every address is used once in the cluster.
+    """
+    fix_shape = "list each function as {hca: ..., iface: ..., ipv4: ..., subnet: ...}"
+    mgmt = _network(nodes[0].get("spark_mgmt_subnet"))
+    subnets_of, seen = {}, {}
+    for node in nodes:
+        host, hcas = node["host"], node.get("roce_hcas")
+        if hcas in (None, "", []):
+            continue
+        if not isinstance(hcas, list) or not all(isinstance(e, dict) for e in hcas):
+            report.error(host, "roce_hcas", f"is {hcas!r}, not a list of mappings", fix_shape)
+            continue
+        good = True
+        for n, entry in enumerate(hcas):
+            missing = [k for k in FUNCTION_KEYS if not entry.get(k)]
+            extra = sorted(set(entry) - set(FUNCTION_KEYS))
+            if missing or extra:
+                what = ", ".join(
+                    ([f"lacks {', '.join(missing)}"] if missing else [])
+                    + ([f"has unknown {', '.join(extra)}"] if extra else [])
+                )
+                report.error(host, "roce_hcas", f"entry {n + 1} {what}", fix_shape)
+                good = False
+        if not good:
+            continue
+        for key, var in PRIMARY_VARS.items():
+            if str(hcas[0][key]) != str(node.get(var) or ""):
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"entry 1 has {key} {hcas[0][key]!r}, but {var} is {node.get(var)!r}",
+                    f"the first entry is the function {var} names: make them agree",
+                )
+        nets = []
+        for n, entry in enumerate(hcas):
+            where = f"entry {n + 1}"
+            if not IFNAME_RE.match(str(entry["iface"])):
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} iface {entry['iface']!r} is not a NIC name",
+                    "name the function's netdev, e.g. enP2p1s0f0np0",
+                )
+            if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", str(entry["hca"])):
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} hca {entry['hca']!r} is not an RDMA device",
+                    "name the function's HCA, e.g. roceP2p1s0f0",
+                )
+            net, addr = _network(entry["subnet"]), _ipv4(entry["ipv4"])
+            nets.append(net)
+            if net is None:
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} subnet {entry['subnet']!r} is not an IPv4 network",
+                    "write it as a.b.c.0/24",
+                )
+            elif mgmt is not None and net.overlaps(mgmt):
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} subnet {net} overlaps spark_mgmt_subnet {mgmt}",
+                    "each data-plane function needs its own network",
+                )
+            if addr is None:
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} ipv4 {entry['ipv4']!r} is not an IPv4 address",
+                    "set the function's data-plane address",
+                )
+            elif net is not None and (
+                addr not in net or addr in (net.network_address, net.broadcast_address)
+            ):
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} ipv4 {addr} is not a host address of {net}",
+                    f"use an address inside {net}",
+                )
+            elif n > 0:  # the first function's address is roce_ipv4's, checked with it
+                if addr in seen:
+                    report.error(
+                        host,
+                        "roce_hcas",
+                        f"{where} ipv4 {addr} is also used by {seen[addr]}",
+                        "every address is unique",
+                    )
+                seen[addr] = f"{host} (roce_hcas {where})"
+        for key in ("hca", "iface"):
+            names = [str(e[key]) for e in hcas]
+            for name in sorted({x for x in names if names.count(x) > 1}):
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"names {key} {name} twice",
+                    "each function has its own HCA and netdev",
+                )
+        for i, a in enumerate(nets):
+            for b in nets[i + 1 :]:
+                if a is not None and b is not None and a.overlaps(b):
+                    report.error(
+                        host,
+                        "roce_hcas",
+                        f"subnets {a} and {b} overlap",
+                        "each function of the port has its own subnet",
+                    )
+        subnets_of[host] = [str(e["subnet"]) for e in hcas]
+    first = next(iter(subnets_of.items()), None)
+    for node in nodes:
+        host = node["host"]
+        mine = subnets_of.get(host, [str(node.get("roce_subnet") or "")])
+        if first and mine != first[1]:
+            report.error(
+                host,
+                "roce_hcas",
+                f"gives the subnets {', '.join(mine)}, {first[0]} gives {', '.join(first[1])}",
+                "every node uses the same data-plane functions: list them on every host",
             )
 
 
@@ -714,6 +853,7 @@ def check_cluster(nodes, engine, api_key_set=False):
     _check_consistent(nodes, report)
     _check_addresses(nodes, report)
     _check_nics(nodes, report)
+    _check_functions(nodes, report)
     _check_roce(nodes[0], report)
     _check_url_vars(nodes, report)
     head = next((h for h, r in ranks.items() if r == 0), nodes[0]["host"])

@@ -108,21 +108,22 @@ def defining_files(texts, netdef_id):
     return found
 
 
-def port_profiles(iface, netplan_dir="/etc/netplan", extra=None, netplan="netplan"):
-    """netplan's profiles for ``iface`` from the files in ``netplan_dir``.
+def port_profiles(ifaces, netplan_dir="/etc/netplan", extra=None, netplan="netplan"):
+    """netplan's profiles for each port of ``ifaces`` from the files in ``netplan_dir``.
 
     ``extra``: {file name: text}, files to add or replace first (a file about to be
-    written). Returns {"profiles": [...], "error": None} with each profile's ``files``
-    (the YAML files that define it), or {"profiles": [], "error": why} when netplan is
-    missing or its generator refuses the files.
+    written). Returns {"ports": {iface: [profiles]}, "error": None} with each profile's
+    ``files`` (the YAML files that define it), or {"ports": {}, "error": why} when netplan
+    is missing or its generator refuses the files.
     """
+    ifaces = [ifaces] if isinstance(ifaces, str) else list(ifaces)
     texts = {}
     for path in sorted(glob.glob(os.path.join(netplan_dir, "*.yaml"))):
         try:
             with open(path, encoding="utf-8") as fh:
                 texts[os.path.basename(path)] = fh.read()
         except (OSError, UnicodeDecodeError) as exc:
-            return {"profiles": [], "error": f"{path}: {exc}"}
+            return {"ports": {}, "error": f"{path}: {exc}"}
     texts.update(extra or {})
     root = tempfile.mkdtemp(prefix="sparkfleet-netplan.")
     try:
@@ -141,22 +142,23 @@ def port_profiles(iface, netplan_dir="/etc/netplan", extra=None, netplan="netpla
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return {"profiles": [], "error": f"netplan generate did not run: {exc}"}
+            return {"ports": {}, "error": f"netplan generate did not run: {exc}"}
         if res.returncode != 0:
             lines = (res.stderr or res.stdout).strip().splitlines()
             return {
-                "profiles": [],
+                "ports": {},
                 "error": "netplan generate failed: "
                 + (lines[-1] if lines else f"rc={res.returncode}"),
             }
-        profiles = read_profiles(root, iface)
+        ports = {iface: read_profiles(root, iface) for iface in ifaces}
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    for profile in profiles:
-        profile["files"] = [
-            os.path.join(netplan_dir, name) for name in defining_files(texts, profile["id"])
-        ]
-    return {"profiles": profiles, "error": None}
+    for profiles in ports.values():
+        for profile in profiles:
+            profile["files"] = [
+                os.path.join(netplan_dir, name) for name in defining_files(texts, profile["id"])
+            ]
+    return {"ports": ports, "error": None}
 
 
 def conflict_problem(host, iface, profiles, own_file):
@@ -180,16 +182,26 @@ def conflict_problem(host, iface, profiles, own_file):
     )
 
 
-def netplan_problems(result, host, iface, own_file, mtu):
-    """What is wrong with the port's profiles (port_profiles' result) once ``own_file`` is
-    written, each naming the host, the files and the fix; [] when it is the one profile and
-    carries ``mtu``."""
+def netplan_problems(result, host, ifaces, own_file, mtu):
+    """What is wrong with the ports' profiles (port_profiles' result) once ``own_file`` is
+    written, each naming the host, the files and the fix; [] when each port has one
+    profile, from ``own_file``, carrying ``mtu``."""
+    ifaces = [ifaces] if isinstance(ifaces, str) else list(ifaces)
     if result.get("error"):
         return [
-            f"{host}: cannot tell which profiles netplan gives {iface}: {result['error']}; fix "
-            f"the netplan files (netplan generate must pass), or set roce_persist: networkd"
+            f"{host}: cannot tell which profiles netplan gives {', '.join(ifaces)}: "
+            f"{result['error']}; fix the netplan files (netplan generate must pass), or set "
+            "roce_persist: networkd"
         ]
-    profiles = result.get("profiles") or []
+    problems = []
+    for iface in ifaces:
+        problems += _port_problems(
+            host, iface, (result.get("ports") or {}).get(iface) or [], own_file, mtu
+        )
+    return problems
+
+
+def _port_problems(host, iface, profiles, own_file, mtu):
     problem = conflict_problem(host, iface, profiles, own_file)
     if problem:
         return [problem]

@@ -13,6 +13,7 @@ the state of the others (the caller decides what is fatal).
 from __future__ import annotations
 
 import grp
+import ipaddress
 import json
 import os
 import pwd
@@ -157,6 +158,40 @@ def nic_records(ip_json, names, sysfs_net="/sys/class/net"):
             ],
             "carrier": _read_int(os.path.join(sysfs_net, name, "carrier")),
         }
+    return out
+
+
+def subnet_intruders(ip_json, data_subnets):
+    """Warnings: a NIC other than a data-plane function's holding an address inside that
+    function's subnet (``data_subnets``: [{iface, subnet}]); its route competes with the
+    data plane's, and NCCL's address range would admit it."""
+    if not data_subnets:
+        return []
+    try:
+        links = json.loads(ip_json or "[]")
+        nets = [
+            (str(d["iface"]), ipaddress.IPv4Network(str(d["subnet"]), strict=False))
+            for d in data_subnets
+        ]
+    except (ValueError, KeyError, TypeError):
+        return []
+    own = {iface for iface, _net in nets}
+    out = []
+    for link in links:
+        name = link.get("ifname")
+        if name in own:
+            continue
+        for a in link.get("addr_info", []):
+            if a.get("family") != "inet":
+                continue
+            addr = ipaddress.IPv4Address(a["local"])
+            for iface, net in nets:
+                if addr in net:
+                    out.append(
+                        f"{name} holds {addr}/{a.get('prefixlen')}, inside the data-plane subnet "
+                        f"{net} of {iface}: its route competes with the data plane's; move it "
+                        "out of that subnet"
+                    )
     return out
 
 

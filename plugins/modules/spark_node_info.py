@@ -50,6 +50,21 @@ options:
         description: GID table root (C(roce_sysfs_root)).
         type: path
         default: /sys/class/infiniband
+  gids:
+    description:
+      - GID rows to find, one per data-plane function (both halves of a 200G port), each as
+        O(gid); reported in RV(gids) in the same order.
+    type: list
+    elements: dict
+    default: []
+  data_subnets:
+    description:
+      - The data-plane functions' NICs and subnets (C(iface), C(subnet)). A warning names every
+        other NIC of the node that holds an address inside one of the subnets (its routes would
+        compete with the data plane's).
+    type: list
+    elements: dict
+    default: []
   paths:
     description:
       - Managed paths to report with their sha256 (regular files), mode, owner, group and link
@@ -135,9 +150,10 @@ options:
         define each and its MTU. Omit to skip; a node without netplan reports an C(error).
     type: dict
     suboptions:
-      iface:
-        description: The port (C(roce_iface)).
-        type: str
+      ifaces:
+        description: The ports (every data-plane function's C(iface)).
+        type: list
+        elements: str
         required: true
       dir:
         description: The node's netplan directory.
@@ -258,6 +274,11 @@ gid:
     port: 1
     gid: "0000:0000:0000:0000:0000:ffff:0a00:1e01"
     netdev: enp1s0f0np0
+gids:
+  description: The rows of O(gids), in order, each as RV(gid).
+  returned: always
+  type: list
+  elements: dict
 paths:
   description: Per path, C(exists), C(type), C(mode), C(owner), C(group), C(sha256) or C(target).
   returned: always
@@ -327,18 +348,19 @@ host:
     mem_held: 0
 netplan:
   description:
-    - C(profiles) (each C(id), C(renderer), C(path) of the generated file, C(mtu) and C(files),
-      the netplan files that define it), C(error) and C(networkmanager) (true when a
-      NetworkManager process runs).
+    - C(ports) (per port of O(netplan.ifaces), its profiles, each C(id), C(renderer), C(path) of
+      the generated file, C(mtu) and C(files), the netplan files that define it), C(error) and
+      C(networkmanager) (true when a NetworkManager process runs).
   returned: when O(netplan) is given
   type: dict
   sample:
-    profiles:
-      - id: enp1s0f0np0
-        renderer: NetworkManager
-        mtu: 9000
-        files: [/etc/netplan/60-sparkfleet-roce.yaml]
-        path: run/NetworkManager/system-connections/netplan-enp1s0f0np0.nmconnection
+    ports:
+      enp1s0f0np0:
+        - id: enp1s0f0np0
+          renderer: NetworkManager
+          mtu: 9000
+          files: [/etc/netplan/60-sparkfleet-roce.yaml]
+          path: run/NetworkManager/system-connections/netplan-enp1s0f0np0.nmconnection
     error: null
     networkmanager: true
 peers:
@@ -377,6 +399,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state imp
     ping_record,
     running_processes,
     sshd_record,
+    subnet_intruders,
     uverbs_record,
     weights_record,
 )
@@ -384,7 +407,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._node_state imp
 LANG_C = {"LANG": "C", "LC_ALL": "C"}
 
 
-def _nics(module, names):
+def _nics(module, names, data_subnets=()):
     if not names:
         return {}
     ip = module.get_bin_path("ip")
@@ -395,6 +418,8 @@ def _nics(module, names):
         return {
             name: {"exists": None, "error": f"ip -j addr show: {err.strip()}"} for name in names
         }
+    for warning in subnet_intruders(out, data_subnets):
+        module.warn(warning)
     return nic_records(out, names)
 
 
@@ -516,13 +541,13 @@ def _netplan(module, spec):
     # NetworkManager running decides the renderer the roce role's file states (auto).
     running = running_processes(["NetworkManager"])["NetworkManager"]
     if not os.path.isdir(spec["dir"]):
-        # A host without netplan: nothing competes for the port.
-        return {"profiles": [], "error": None, "networkmanager": running}
+        # A host without netplan: nothing competes for the ports.
+        return {"ports": {}, "error": None, "networkmanager": running}
     netplan = module.get_bin_path("netplan")
     if not netplan:
-        return {"profiles": [], "error": "netplan is not installed", "networkmanager": running}
+        return {"ports": {}, "error": "netplan is not installed", "networkmanager": running}
     files = {str(name): str(text) for name, text in (spec["files"] or {}).items()}
-    return dict(port_profiles(spec["iface"], spec["dir"], files, netplan), networkmanager=running)
+    return dict(port_profiles(spec["ifaces"], spec["dir"], files, netplan), networkmanager=running)
 
 
 def main():
@@ -538,6 +563,8 @@ def main():
                     sysfs_root=dict(type="path", default="/sys/class/infiniband"),
                 ),
             ),
+            gids=dict(type="list", elements="dict", default=[]),
+            data_subnets=dict(type="list", elements="dict", default=[]),
             paths=dict(type="list", elements="path", default=[]),
             json_files=dict(type="list", elements="path", default=[]),
             images=dict(type="list", elements="str", default=[]),
@@ -554,7 +581,7 @@ def main():
             netplan=dict(
                 type="dict",
                 options=dict(
-                    iface=dict(type="str", required=True),
+                    ifaces=dict(type="list", elements="str", required=True),
                     dir=dict(type="path", default="/etc/netplan"),
                     files=dict(type="dict", default={}),
                 ),
@@ -587,6 +614,8 @@ def main():
         module.fail_json(
             msg=f"ping size {size} is not positive: give mtu > {PING_OVERHEAD} or ping_size"
         )
+    if any(not isinstance(g, dict) or not g.get("address") for g in p["gids"]):
+        module.fail_json(msg="each gids entry needs address (and hca, roce_version, sysfs_root)")
     if p["weights"] and not p["weights_store"]:
         module.fail_json(msg="weights needs weights_store")
     if any(
@@ -600,7 +629,7 @@ def main():
     # The commands (ip, docker, the pings) wait on other processes: they run side by side
     # while this one reads the files.
     with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
-        nics = pool.submit(_nics, module, p["nics"])
+        nics = pool.submit(_nics, module, p["nics"], p["data_subnets"])
         images = pool.submit(_docker, module, "image", p["images"])
         containers = pool.submit(_docker, module, "container", p["containers"])
         peers = pool.submit(_pings, module, p["peers"], size, p["ping_timeout"], p["ping_count"])
@@ -632,6 +661,15 @@ def main():
     if p["gid"]:
         g = p["gid"]
         result["gid"] = gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"])
+    result["gids"] = [
+        gid_record(
+            g.get("sysfs_root") or "/sys/class/infiniband",
+            str(g["address"]),
+            int(g.get("roce_version") or 2),
+            g.get("hca") or None,
+        )
+        for g in p["gids"]
+    ]
     result["elapsed_s"] = round(time.monotonic() - start, 3)
     module.exit_json(**result)
 

@@ -385,7 +385,11 @@ def test_an_unreachable_node_mtu_and_restarts_near_the_bound(rendered, tmp_path)
                         annotated(
                             rendered,
                             "SparkfleetRoceMtuLow",
-                            **{"{{ $labels.node }}": "spark-3", "{{ $value }}": "1500"},
+                            **{
+                                "{{ $labels.node }}": "spark-3",
+                                "{{ $labels.device }}": "enp1s0f0np0",
+                                "{{ $value }}": "1500",
+                            },
                         ),
                     )
                 ],

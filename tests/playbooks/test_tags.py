@@ -27,7 +27,7 @@ MTU_LIVE = "roce : Configure the data plane (MTU, address, jumbo pings, GID)"
 GID = "Compare the data plane with what the node holds"
 # The probe's GID row published (publish.yml, imported: its own task is listed).
 GID_FACT = (
-    "roce : Publish the node's data plane and its GID for the launch, status and the watchdog"
+    "roce : Publish the node's data plane and its GIDs for the launch, status and the watchdog"
 )
 PATCH = "sglang_patches : Extract, patch and expose the files"
 RENDER = "sglang_node : Derive this rank's launch inputs"

@@ -40,16 +40,36 @@ def test_profile_a_runs_graphs_off_without_speculation():
 
 
 def test_auto_gid_mode_leaves_the_index_to_nccl_and_nccl_finds_each_nodes_own():
+    """Both halves of each node's port (roce_hcas): NCCL_IB_HCA names both HCAs, the address
+    range covers both subnets, and NCCL finds each HCA's own GID (the head's first at 3, the
+    worker's at 5, each second function's at 3)."""
     for name, index in ((HEAD, 3), (WORKER, 5)):
         opts, _image, _command = split_docker_run(launch_argv(node(name)))
         env = [v for o, v in opts if o == "-e"]
         # Never an empty NCCL_IB_GID_INDEX (NCCL reads it as 0): none at all.
         assert not [e for e in env if e.startswith("NCCL_IB_GID_INDEX")]
-        assert f"NCCL_IB_ADDR_RANGE={NODES[name]['roce_subnet']}" in env
+        assert "NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0" in env
+        assert "NCCL_IB_ADDR_RANGE=10.0.40.0/23" in env
         assert "NCCL_IB_ROCE_VERSION_NUM=2" in env
         rank = NODES[name]["spark_rank"]
         log = node(name).check_output(f"docker logs ds4f-canary-r{rank} 2>&1")
-        assert f"GID index {index} = {NODES[name]['roce_ipv4']} (RoCE v2" in log
+        first, second = NODES[name]["roce_hcas"]
+        assert f"rocep1s0f0:1 GID index {index} = {first['ipv4']} (RoCE v2" in log
+        assert f"roceP2p1s0f0:1 GID index 3 = {second['ipv4']} (RoCE v2, enP2p1s0f0np0)" in log
+
+
+def test_both_halves_of_the_port_are_up_at_jumbo_mtu_and_persisted():
+    for name in (HEAD, WORKER):
+        host = node(name)
+        for fn in NODES[name]["roce_hcas"]:
+            assert host.check_output(f"cat /sys/class/net/{fn['iface']}/mtu") == "9000"
+            assert f"{fn['ipv4']}/24" in host.check_output(f"ip -o -4 addr show dev {fn['iface']}")
+            # The other node's address of the same function answers a jumbo no-fragment ping.
+            peer = next(n for n in NODES if n != name)
+            other = next(f for f in NODES[peer]["roce_hcas"] if f["iface"] == fn["iface"])
+            host.check_output(f"ping -c 1 -W 2 -M do -s 8972 {other['ipv4']}")
+        netplan = host.check_output("cat /etc/netplan/60-sparkfleet-roce.yaml")
+        assert "enp1s0f0np0:" in netplan and "enP2p1s0f0np0:" in netplan
 
 
 def test_smokes_pass_on_the_head():

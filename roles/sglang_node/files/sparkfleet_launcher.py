@@ -151,10 +151,9 @@ class Rank:
         self.log_max_files = int(cfg["log_max_files"])
         self.patch_files = [str(p) for p in cfg["patch_files"]]
         node = cfg["node"]
-        self.iface = str(node["iface"])
-        self.mtu = int(node["mtu"])
-        # Where the GID of the data-plane address is read at each start (None: gid_mode auto).
-        self.gid = node.get("gid")
+        # Every data-plane function of the node (both halves of a 200G port when the
+        # inventory lists them): its NIC, MTU and where its GID is read (None: gid_mode auto).
+        self.links = [dict(link) for link in node["links"]]
         # A start this soon after the node's boot waits for the MTU and the GID.
         self.boot_wait_s = int(node.get("boot_wait_s") or 0)
         self.stat_file = str(node.get("stat_file") or "/proc/stat")
@@ -358,9 +357,8 @@ class Rank:
                 return max(0.0, time.time() - int(value))
         return None
 
-    def discover_gid(self):
-        """(row, None) for the RoCE GID of the data-plane address now, or (None, problem)."""
-        g = self.gid
+    def discover_gid(self, g):
+        """(row, None) for the RoCE GID of one function's address now, or (None, problem)."""
         try:
             rows = [row for row in _gid.read_table(g["root"]) if row["hca"] == g["hca"]]
             return (
@@ -370,43 +368,62 @@ class Rank:
         except _gid.GidError as exc:
             return None, f"{exc}; the port is not up yet, or re-run site.yml (roce role)"
 
-    def gid_index_now(self):
-        """The GID index a start would pass now (None: gid_mode auto, or none found)."""
-        if not self.gid:
-            return None
-        row, problem = self.discover_gid()
-        if problem:
-            print(f"{self.prog}: {problem}", file=sys.stderr)
-        return row["index"] if row else None
+    def gid_rows(self):
+        """(rows, problems): the GID row of each function's address, or why there is none.
 
-    def link_problems(self):
-        """What the data plane lacks now (MTU, the address's GID) and the GID row found."""
-        problems = []
-        raw = read_text(os.path.join(self.sysfs_net, self.iface, "mtu"))
-        mtu = raw.strip() if raw is not None else "0"
-        try:
-            mtu_value = int(mtu)
-        except ValueError:
-            mtu_value = 0
-        if mtu_value < self.mtu:
-            problems.append(
-                f"{self.iface} MTU is {mtu}, below {self.mtu}: RDMA over this path would fail; "
-                "re-run site.yml (roce role) or fix the NIC"
-            )
-        row = None
-        if self.gid:
-            row, problem = self.discover_gid()
+        NCCL takes one NCCL_IB_GID_INDEX for every HCA: functions whose rows sit at
+        different indices are a problem (gid_mode auto lets NCCL pick per HCA).
+        """
+        rows, problems = [], []
+        for link in self.links:
+            if not link.get("gid"):
+                continue
+            row, problem = self.discover_gid(link["gid"])
             if problem:
                 problems.append(problem)
-        return problems, row
+            else:
+                rows.append(row)
+        if not problems and len({row["index"] for row in rows}) > 1:
+            problems.append(
+                "the RoCE GIDs of the data-plane functions sit at different indices ("
+                + ", ".join(f"{row['index']} on {row['hca']}" for row in rows)
+                + "), and NCCL takes one NCCL_IB_GID_INDEX for every HCA; fix: set "
+                "roce_gid_mode: auto (NCCL then finds each HCA's GID in NCCL_IB_ADDR_RANGE)"
+            )
+        return rows, problems
+
+    def gid_index_now(self):
+        """The GID index a start would pass now (None: gid_mode auto, or none found)."""
+        rows, problems = self.gid_rows()
+        for problem in problems:
+            print(f"{self.prog}: {problem}", file=sys.stderr)
+        return rows[0]["index"] if rows and not problems else None
+
+    def link_problems(self):
+        """What the data plane lacks now (MTU, an address's GID) and the GID rows found."""
+        problems = []
+        for link in self.links:
+            raw = read_text(os.path.join(self.sysfs_net, link["iface"], "mtu"))
+            mtu = raw.strip() if raw is not None else "0"
+            try:
+                mtu_value = int(mtu)
+            except ValueError:
+                mtu_value = 0
+            if mtu_value < int(link["mtu"]):
+                problems.append(
+                    f"{link['iface']} MTU is {mtu}, below {int(link['mtu'])}: RDMA over this path "
+                    "would fail; re-run site.yml (roce role) or fix the NIC"
+                )
+        rows, gid_problems = self.gid_rows()
+        return problems + gid_problems, rows
 
     def check_node(self, wait=False):
-        """Refuse what would fail; returns the GID row of the data-plane address (or None).
+        """Refuse what would fail; returns the GID rows of the data-plane addresses.
 
         With ``wait`` (start), a data plane that is not ready this soon after the node's
         boot is waited for, up to boot_wait_s after the boot: a port that comes up late.
         """
-        problems, row = self.link_problems()
+        problems, rows = self.link_problems()
         uptime = self.uptime()
         if problems and wait and uptime is not None and uptime < self.boot_wait_s:
             self.log(
@@ -415,7 +432,7 @@ class Rank:
             )
             while problems and uptime is not None and uptime < self.boot_wait_s:
                 time.sleep(2)
-                problems, row = self.link_problems()
+                problems, rows = self.link_problems()
                 uptime = self.uptime()
         if problems:
             # The cluster control tells a node still booting (a transient) from a refusal.
@@ -451,7 +468,7 @@ class Rank:
                 f"{self.image_id} (what the patches were cut from); re-run site.yml to move "
                 "to the new image"
             )
-        return row
+        return rows
 
     def memcheck(self):
         """After every rank stopped: does MemAvailable cover what the rank may use?
@@ -503,7 +520,7 @@ class Rank:
             )
 
     def start(self):
-        row = self.check_node(wait=True)
+        rows = self.check_node(wait=True)
         self.remove_other_ranks()
         if run_docker("container", "inspect", self.name, quiet=True)[0] == 0:
             must("rm", "-f", self.name)
@@ -513,14 +530,17 @@ class Rank:
             os.unlink(self.stopped_mark)
         config_hash = self.config_hash_or_exit()
         gid_index = None
-        if row is not None:
-            gid_index = row["index"]
+        if rows:
+            gid_index = rows[0]["index"]
             before = self.record().get("gid_index")
             if before is not None and before != gid_index:
                 self.log(
-                    f"the RoCE v{int(self.gid['roce_version'])} GID of {self.gid['address']} "
-                    f"moved from index {before} to {gid_index} ({_gid.describe(row)}): using "
-                    f"{gid_index} (a reboot or a hardware swap; the configuration is unchanged)"
+                    f"the RoCE v{rows[0]['version'][1:]} GID of "
+                    + ", ".join(row["ipv4"] for row in rows)
+                    + f" moved from index {before} to {gid_index} ("
+                    + "; ".join(_gid.describe(row) for row in rows)
+                    + f"): using {gid_index} (a reboot or a hardware swap; the configuration "
+                    "is unchanged)"
                 )
         must(*self.run_argv(config_hash, gid_index)[1:])
         # setsid nohup: the follower outlives this process and the caller's session.

@@ -149,14 +149,18 @@ class Node:
             "patch_files": [str(p) for p in self.patches],
             "sysfs_net": str(self.sysfs),
             "node": {
-                "iface": "enp1s0f0np0",
-                "mtu": 9000,
-                "gid": {
-                    "root": str(root / "sys" / "class" / "infiniband"),
-                    "hca": "rocep1s0f0",
-                    "address": "192.168.100.1",
-                    "roce_version": 2,
-                },
+                "links": [
+                    {
+                        "iface": "enp1s0f0np0",
+                        "mtu": 9000,
+                        "gid": {
+                            "root": str(root / "sys" / "class" / "infiniband"),
+                            "hca": "rocep1s0f0",
+                            "address": "192.168.100.1",
+                            "roce_version": 2,
+                        },
+                    }
+                ],
                 "boot_wait_s": 60,
                 "stat_file": str(self.stat_file),
             },
@@ -347,7 +351,7 @@ def test_check_passes(node):
 
 
 def test_check_passes_without_a_gid(node):
-    node.cfg["node"]["gid"] = None
+    node.cfg["node"]["links"][0]["gid"] = None
     node.write_config()
     node.gid_file.write_text("0000:moved\n")
     out = node.run("check")
@@ -480,6 +484,44 @@ def test_a_moved_gid_index_is_found_at_start_logged_and_used(node):
         "index 7 (192.168.100.1)): using 7 (a reboot or a hardware swap; the configuration "
         "is unchanged)"
     )
+
+
+def add_second_function(node, index):
+    """The other half of the 200G port: its own netdev, HCA, address and GID table."""
+    (node.sysfs / "enP2p1s0f0np0").mkdir()
+    (node.sysfs / "enP2p1s0f0np0" / "mtu").write_text("9000\n")
+    ib = node.root / "sys" / "class" / "infiniband" / "roceP2p1s0f0" / "ports" / "1"
+    (ib / "gids").mkdir(parents=True)
+    (ib / "gid_attrs" / "types").mkdir(parents=True)
+    (ib / "gids" / str(index)).write_text("0000:0000:0000:0000:0000:ffff:c0a8:6501\n")
+    (ib / "gid_attrs" / "types" / str(index)).write_text("RoCE v2\n")
+    link = json.loads(json.dumps(node.cfg["node"]["links"][0]))
+    link["iface"] = "enP2p1s0f0np0"
+    link["gid"].update(hca="roceP2p1s0f0", address="192.168.101.1")
+    node.cfg["node"]["links"].append(link)
+    node.write_config()
+
+
+def test_both_halves_of_the_port_are_checked_and_share_the_gid_index(node):
+    add_second_function(node, 3)
+    assert node.run("check").stdout == "ok\n"
+    assert "NCCL_IB_GID_INDEX=3" in node.run("show").stdout.splitlines()
+    (node.sysfs / "enP2p1s0f0np0" / "mtu").write_text("1500\n")
+    out = node.run("check")
+    assert out.returncode == 1
+    assert "REFUSED: enP2p1s0f0np0 MTU is 1500, below 9000" in out.stderr
+
+
+def test_functions_whose_gids_sit_at_different_indices_are_refused(node):
+    """NCCL takes one NCCL_IB_GID_INDEX for every HCA in NCCL_IB_HCA."""
+    add_second_function(node, 5)
+    out = node.run("check")
+    assert out.returncode == 1
+    assert (
+        "the RoCE GIDs of the data-plane functions sit at different indices (3 on rocep1s0f0, "
+        "5 on roceP2p1s0f0), and NCCL takes one NCCL_IB_GID_INDEX for every HCA; fix: set "
+        "roce_gid_mode: auto"
+    ) in out.stderr
 
 
 def test_a_start_soon_after_the_boot_waits_for_a_late_port(node):

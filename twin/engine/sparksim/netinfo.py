@@ -186,13 +186,29 @@ def parse_hcas(spec, root):
     return [(n, 1) for n in names if not n.startswith(".")]
 
 
-def select_gid(env, links=None):
-    """Check or pick the RoCE GID like NCCL; return a dict describing the choice.
+def select_gids(env, links=None):
+    """Check or pick the RoCE GID of every device of NCCL_IB_HCA like NCCL (one
+    NCCL_IB_GID_INDEX for all of them); return one dict per device, in order.
 
     env: mapping with NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_IB_ROCE_VERSION_NUM,
     NCCL_IB_ADDR_RANGE and SPARKSIM_SYSFS_ROOT. Raises NetError with NCCL-style text.
     """
     root = env.get("SPARKSIM_SYSFS_ROOT") or "/sys/class/infiniband"
+    hcas = parse_hcas(env.get("NCCL_IB_HCA"), root)
+    if not hcas:
+        raise NetError(
+            f"NET/IB : No device found under {root} (NCCL_IB_HCA={env.get('NCCL_IB_HCA')})"
+        )
+    links = interfaces() if links is None else links
+    return [_select_one(env, root, hca, port, links) for hca, port in hcas]
+
+
+def select_gid(env, links=None):
+    """The first device's GID (see select_gids)."""
+    return select_gids(env, links)[0]
+
+
+def _select_one(env, root, hca, port, links):
     version = int(env.get("NCCL_IB_ROCE_VERSION_NUM") or 2)
     if version not in ROCE_TYPES:
         raise NetError(f"NET/IB : NCCL_IB_ROCE_VERSION_NUM={version} is not 1 or 2")
@@ -200,14 +216,7 @@ def select_gid(env, links=None):
     addr_range = env.get("NCCL_IB_ADDR_RANGE") or None
     network = ipaddress.ip_network(addr_range, strict=False) if addr_range else None
     index_env = env.get("NCCL_IB_GID_INDEX")
-    hcas = parse_hcas(env.get("NCCL_IB_HCA"), root)
-    if not hcas:
-        raise NetError(
-            f"NET/IB : No device found under {root} (NCCL_IB_HCA={env.get('NCCL_IB_HCA')})"
-        )
-    links = interfaces() if links is None else links
     by_name = dict(links)
-    hca, port = hcas[0]
     dev = f"{hca}:{port}"
     rows = read_gids(root, hca, port)
     netdevs = []

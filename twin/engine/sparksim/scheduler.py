@@ -176,16 +176,17 @@ class Scheduler:
         if self.nnodes == 1:
             return
         try:
-            gid = netinfo.select_gid(os.environ)
+            gids = netinfo.select_gids(os.environ)
             ifname, ip = netinfo.socket_address(os.environ.get("NCCL_SOCKET_IFNAME"))
         except netinfo.NetError as exc:
             log.nccl("WARN", str(exc))
             raise StartupError(str(exc)) from None
-        log.nccl(
-            "INFO",
-            f"NET/IB : {gid['dev']} GID index {gid['index']} = {gid['ip']} "
-            f"({gid['type']}, {gid['netdev']}), {gid['how']}",
-        )
+        for gid in gids:
+            log.nccl(
+                "INFO",
+                f"NET/IB : {gid['dev']} GID index {gid['index']} = {gid['ip']} "
+                f"({gid['type']}, {gid['netdev']}), {gid['how']}",
+            )
         log.nccl("INFO", f"Bootstrap: Using {ifname}:{ip}<0>")
         listener = dist.BootstrapListener(ip, self.rank)
         host, port = argmod.dist_addr(self.args)
@@ -216,7 +217,8 @@ class Scheduler:
             raise StartupError(str(exc)) from None
         except OSError as exc:
             raise StartupError(f"rendezvous at {host}:{port} failed: {exc}") from None
-        log.nccl("INFO", f"NET/IB : Using [0]{gid['dev']}/RoCE [RO]; OOB {ifname}:{ip}<0>")
+        devices = " ".join(f"[{n}]{g['dev']}/RoCE [RO]" for n, g in enumerate(gids))
+        log.nccl("INFO", f"NET/IB : Using {devices}; OOB {ifname}:{ip}<0>")
         log.nccl(
             "INFO",
             f"comm rank {argmod.tp_rank(self.args)} nRanks {self.args.tp_size} "

@@ -12,6 +12,12 @@ def sparksim_gateway(subnet):
     return str(network.broadcast_address - 1)
 
 
+def sparksim_network(pair):
+    """(network name, IPv4) -> a docker_container networks entry."""
+    name, address = pair
+    return {"name": name, "ipv4_address": address}
+
+
 def sparksim_overlapping(networks, subnets):
     """Names of the networks (dicts with name and subnets, as read by
     tasks/scope.yml) holding an address range that overlaps one of subnets."""
@@ -68,5 +74,6 @@ class FilterModule:
     def filters(self):
         return {
             "sparksim_gateway": sparksim_gateway,
+            "sparksim_network": sparksim_network,
             "sparksim_scope": sparksim_scope,
         }

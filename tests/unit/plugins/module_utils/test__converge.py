@@ -325,9 +325,9 @@ WANT = {
             ["jumbo ping to 10.0.30.3: no answer"],
         ),
         # One profile for the port in netplan's output is the role's own; a second is drift.
-        ({"netplan": {"profiles": [{"id": "enp1s0f0np0"}]}}, []),
+        ({"netplan": {"ports": {"enp1s0f0np0": [{"id": "enp1s0f0np0"}]}}}, []),
         (
-            {"netplan": {"profiles": [{"id": "NM-5f0c"}, {"id": "enp1s0f0np0"}]}},
+            {"netplan": {"ports": {"enp1s0f0np0": [{"id": "NM-5f0c"}, {"id": "enp1s0f0np0"}]}}},
             ["netplan gives enp1s0f0np0 2 profiles (NM-5f0c, enp1s0f0np0)"],
         ),
     ],
@@ -401,3 +401,41 @@ def test_image_weights_and_rank_reasons():
     # No row now (the port is down): nothing to move to, the roce stage says why.
     state["gid"] = {"found": False}
     assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []
+
+
+def test_roce_live_reasons_cover_every_function_of_the_port():
+    """Both halves of the port (roce_hcas): each NIC, address and GID row is compared with
+    what the stage recorded for that function."""
+    second_gid = dict(GID_OK, gid="::ffff:10.0.31.1", hca="roceP2p1s0f0", netdev="enP2p1s0f0np0")
+    recorded = dict(
+        WANT["recorded"],
+        functions=[
+            WANT["recorded"],
+            {"gid_index": "3", "gid": "::ffff:10.0.31.1", "hca": "roceP2p1s0f0", "gid_port": 1,
+             "netdev": "enP2p1s0f0np0"},
+        ],
+    )  # fmt: skip
+    want = {
+        "mtu": 9000,
+        "functions": [
+            {"iface": "enp1s0f0np0", "address": "10.0.30.1/24"},
+            {"iface": "enP2p1s0f0np0", "address": "10.0.31.1/24"},
+        ],
+        "recorded": recorded,
+    }
+    state = {
+        "nics": {
+            "enp1s0f0np0": NIC_OK,
+            "enP2p1s0f0np0": {"exists": True, "mtu": 9000, "ipv4": ["10.0.31.1/24"]},
+        },
+        "gids": [GID_OK, second_gid],
+    }
+    assert filters.converge_live(state, "roce", want) == []
+    state["nics"]["enP2p1s0f0np0"]["mtu"] = 1500
+    state["gids"] = [GID_OK, dict(second_gid, index=5)]
+    assert filters.converge_live(state, "roce", want) == [
+        "enP2p1s0f0np0: MTU 1500, want 9000",
+        "GID row moved: index 5 on roceP2p1s0f0, recorded 3 on roceP2p1s0f0",
+    ]
+    state["gids"] = [GID_OK, {"found": False}]
+    assert "no RoCE GID row for 10.0.31.1" in filters.converge_live(state, "roce", want)

@@ -135,6 +135,36 @@ def test_container_args_of_the_seed_and_of_a_twin():
     ]
 
 
+def test_both_functions_of_the_port_are_in_the_rank_config_and_in_nccls_environment():
+    functions = [
+        {"iface": "enp1s0f0np0", "hca": "rocep1s0f0", "address": "10.0.30.2"},
+        {"iface": "enP2p1s0f0np0", "hca": "roceP2p1s0f0", "address": "10.0.31.2"},
+    ]
+    cfg = _engine.rank_config(
+        {"image": "i"}, RANK, PATHS, {}, PATCHES, dict(ROCE, functions=functions), []
+    )
+    assert [
+        (link["iface"], link["gid"]["hca"], link["gid"]["address"]) for link in cfg["node"]["links"]
+    ] == [
+        ("enp1s0f0np0", "rocep1s0f0", "10.0.30.2"),
+        ("enP2p1s0f0np0", "roceP2p1s0f0", "10.0.31.2"),
+    ]
+    env = _engine.nccl_env(
+        "10.0.30.1",
+        23000,
+        "enP7s7",
+        ["rocep1s0f0", "roceP2p1s0f0"],
+        ["10.0.30.0/24", "10.0.31.0/24"],
+    )
+    assert env["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0"
+    assert env["NCCL_IB_ADDR_RANGE"] == "10.0.30.0/23"
+    assert _engine.addr_range(["10.0.30.0/24", "10.0.33.0/24"]) == "10.0.0.0/18"
+    assert _engine.addr_range(["10.0.29.0/24", "10.0.30.0/24"]) == "10.0.28.0/22"
+    assert _engine.roce_functions([], "h", "i", "10.0.30.2", "10.0.30.0/24") == [
+        {"hca": "h", "iface": "i", "ipv4": "10.0.30.2", "subnet": "10.0.30.0/24"}
+    ]
+
+
 def test_nccl_env_leaves_the_gid_index_to_the_launcher():
     env = _engine.nccl_env("10.0.30.1", 23000, "enP7s7", "rocep1s0f0", "10.0.30.0/24")
     assert env == {
@@ -244,16 +274,20 @@ def test_rank_config_is_the_launch_the_launcher_runs():
         "setting": "100g",
     }
     assert cfg["node"] == {
-        "iface": "enp1s0f0np0",
-        "mtu": 9000,
         # Where the launcher finds the GID at each start, not the index published now: a
         # moved index changes neither this file nor the configuration hash.
-        "gid": {
-            "root": "/sys/class/infiniband",
-            "hca": "rocep1s0f0",
-            "address": "10.0.30.2",
-            "roce_version": 2,
-        },
+        "links": [
+            {
+                "iface": "enp1s0f0np0",
+                "mtu": 9000,
+                "gid": {
+                    "root": "/sys/class/infiniband",
+                    "hca": "rocep1s0f0",
+                    "address": "10.0.30.2",
+                    "roce_version": 2,
+                },
+            }
+        ],
         "boot_wait_s": 300,
         "stat_file": "/proc/stat",
     }
@@ -266,7 +300,7 @@ def test_rank_config_is_the_launch_the_launcher_runs():
 def test_rank_config_checks_no_gid_row_when_nccl_picks_it():
     roce = dict(ROCE, gid_mode="auto", gid_index=None)
     cfg = _engine.rank_config({"image": "i"}, RANK, PATHS, {}, PATCHES, roce, [])
-    assert cfg["node"]["gid"] is None
+    assert cfg["node"]["links"] == [{"iface": "enp1s0f0np0", "mtu": 9000, "gid": None}]
     with pytest.raises(ValueError, match="unknown gid_mode 'guess'"):
         _engine.rank_config(
             {"image": "i"}, RANK, PATHS, {}, PATCHES, dict(ROCE, gid_mode="guess"), []

@@ -430,3 +430,54 @@ def test_url_problem(value, problem):
         assert found is None
     else:
         assert found.startswith(problem), found
+
+
+def both_halves(count=4):
+    """Every node with both functions of its 200G port (roce_hcas)."""
+    out = nodes(count)
+    for i, node in enumerate(out):
+        node["roce_hcas"] = [
+            {"hca": "rocep1s0f0", "iface": "enp1s0f0np0", "ipv4": f"10.0.30.{i + 1}",
+             "subnet": "10.0.30.0/24"},
+            {"hca": "roceP2p1s0f0", "iface": "enP2p1s0f0np0", "ipv4": f"10.0.31.{i + 1}",
+             "subnet": "10.0.31.0/24"},
+        ]  # fmt: skip
+    return out
+
+
+def test_both_halves_of_the_port_are_a_good_cluster():
+    errors, _warnings, _ranks = _inventory.check_cluster(both_halves(), ENGINE, api_key_set=True)
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c[1]["roce_hcas"][1].update(ipv4="10.0.32.2"),
+         "spark-2: roce_hcas entry 2 ipv4 10.0.32.2 is not a host address of 10.0.31.0/24"),
+        (lambda c: c[1]["roce_hcas"][1].update(ipv4="10.0.31.1"),
+         "spark-2: roce_hcas entry 2 ipv4 10.0.31.1 is also used by spark-1 (roce_hcas entry 2)"),
+        (lambda c: c[2]["roce_hcas"][0].update(hca="roceP2p1s0f0"),
+         "spark-3: roce_hcas entry 1 has hca 'roceP2p1s0f0', but roce_hca is 'rocep1s0f0'"),
+        (lambda c: c[2]["roce_hcas"][1].update(iface="enp1s0f0np0"),
+         "spark-3: roce_hcas names iface enp1s0f0np0 twice"),
+        (lambda c: c[0]["roce_hcas"][1].pop("subnet"),
+         "spark-1: roce_hcas entry 2 lacks subnet; fix: list each function as"),
+        (lambda c: c[0]["roce_hcas"][1].update(subnet="10.0.30.128/25", ipv4="10.0.30.130"),
+         "spark-1: roce_hcas subnets 10.0.30.0/24 and 10.0.30.128/25 overlap"),
+        (lambda c: c[3].pop("roce_hcas"),
+         "spark-4: roce_hcas gives the subnets 10.0.30.0/24, spark-1 gives 10.0.30.0/24, "
+         "10.0.31.0/24"),
+        (lambda c: c[3].update(roce_hcas="roceP2p1s0f0"),
+         "spark-4: roce_hcas is 'roceP2p1s0f0', not a list of mappings"),
+        (lambda c: c[1]["roce_hcas"][1].update(subnet="192.168.3.128/25", ipv4="192.168.3.130"),
+         "spark-2: roce_hcas entry 2 subnet 192.168.3.128/25 overlaps spark_mgmt_subnet"),
+    ],
+    ids=["outside", "taken", "first-differs", "iface-twice", "lacks", "overlap", "one-node-single",
+         "not-a-list", "mgmt"],
+)  # fmt: skip
+def test_each_problem_of_roce_hcas_is_named(change, message):
+    cluster = both_halves()
+    change(cluster)
+    errors, _warnings, _ranks = _inventory.check_cluster(cluster, ENGINE)
+    assert any(message in e for e in errors), errors

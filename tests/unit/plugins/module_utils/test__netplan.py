@@ -161,9 +161,9 @@ def netplan(tmp_path):
 def test_the_file_about_to_be_written_is_generated_with_the_nodes_files(netplan):
     fake, etc = netplan
     name = os.path.basename(OURS)
-    alone = _netplan.port_profiles("enp1s0f0np0", str(etc), {name: ROLE_FILE}, fake)
+    alone = _netplan.port_profiles(["enp1s0f0np0"], str(etc), {name: ROLE_FILE}, fake)
     assert alone["error"] is None
-    assert [(p["id"], p["mtu"], p["files"]) for p in alone["profiles"]] == [
+    assert [(p["id"], p["mtu"], p["files"]) for p in alone["ports"]["enp1s0f0np0"]] == [
         ("enp1s0f0np0", 9000, [os.path.join(str(etc), name)])
     ]
     assert (
@@ -174,8 +174,8 @@ def test_the_file_about_to_be_written_is_generated_with_the_nodes_files(netplan)
     )
     # NetworkManager's own file for the port, already on the node: two profiles.
     (etc / "90-NM-5f0c.yaml").write_text(NM_FILE)
-    both = _netplan.port_profiles("enp1s0f0np0", str(etc), {name: ROLE_FILE}, fake)
-    assert [p["id"] for p in both["profiles"]] == ["NM-5f0c", "enp1s0f0np0"]
+    both = _netplan.port_profiles(["enp1s0f0np0"], str(etc), {name: ROLE_FILE}, fake)
+    assert [p["id"] for p in both["ports"]["enp1s0f0np0"]] == ["NM-5f0c", "enp1s0f0np0"]
     (problem,) = _netplan.netplan_problems(
         both, "spark-2", "enp1s0f0np0", os.path.join(str(etc), name), 9000
     )
@@ -190,13 +190,13 @@ def test_the_file_about_to_be_written_is_generated_with_the_nodes_files(netplan)
 def test_a_file_netplan_refuses_is_an_error_not_a_profile_count(netplan):
     fake, etc = netplan
     (etc / "50-bad.yaml").write_text("network: broken\n")
-    result = _netplan.port_profiles("enp1s0f0np0", str(etc), {}, fake)
-    assert result["profiles"] == []
+    result = _netplan.port_profiles(["enp1s0f0np0"], str(etc), {}, fake)
+    assert result["ports"] == {}
     assert result["error"].startswith("netplan generate failed: ")
     assert "50-bad.yaml:1:1: Error in network definition" in result["error"]
     (problem,) = _netplan.netplan_problems(result, "spark-1", "enp1s0f0np0", OURS, 9000)
     assert problem.startswith("spark-1: cannot tell which profiles netplan gives enp1s0f0np0:")
-    missing = _netplan.port_profiles("enp1s0f0np0", str(etc), {}, str(etc / "no-netplan"))
+    missing = _netplan.port_profiles(["enp1s0f0np0"], str(etc), {}, str(etc / "no-netplan"))
     assert missing["error"].startswith("netplan generate did not run:")
 
 
@@ -221,6 +221,10 @@ def test_a_file_netplan_refuses_is_an_error_not_a_profile_count(netplan):
 )
 def test_a_port_without_the_roles_profile_or_mtu_is_refused(profiles, want):
     (problem,) = probe_filters.roce_netplan_problems(
-        {"profiles": profiles, "error": None}, "spark-3", "enp1s0f0np0", OURS, "9000"
+        {"ports": {"enp1s0f0np0": profiles}, "error": None},
+        "spark-3",
+        ["enp1s0f0np0"],
+        OURS,
+        "9000",
     )
     assert problem.startswith("spark-3: ") and want in problem

@@ -380,38 +380,38 @@ def test_the_ports_netplan_profiles_are_read_in_the_same_call(node, tmp_path, mo
     """The netplan reading (module_utils/_netplan, tested there) with the module's options."""
     seen = []
 
-    def port_profiles(iface, netplan_dir, files, netplan):
-        seen.append((iface, netplan_dir, files, netplan))
-        return {"profiles": [{"id": iface, "mtu": 9000}], "error": None}
+    def port_profiles(ifaces, netplan_dir, files, netplan):
+        seen.append((ifaces, netplan_dir, files, netplan))
+        return {"ports": {i: [{"id": i, "mtu": 9000}] for i in ifaces}, "error": None}
 
     monkeypatch.setattr(spark_node_info, "port_profiles", port_profiles)
     monkeypatch.setattr(
         spark_node_info, "running_processes", lambda names: dict.fromkeys(names, True)
     )
-    absent = run({"netplan": {"iface": "enp1s0f0np0", "dir": str(tmp_path / "none")}})
-    assert absent["netplan"] == {"profiles": [], "error": None, "networkmanager": True}
+    absent = run({"netplan": {"ifaces": ["enp1s0f0np0"], "dir": str(tmp_path / "none")}})
+    assert absent["netplan"] == {"ports": {}, "error": None, "networkmanager": True}
     assert seen == []
     # netplan's directory without netplan itself: said, not guessed.
-    unread = run({"netplan": {"iface": "enp1s0f0np0", "dir": str(tmp_path)}})
+    unread = run({"netplan": {"ifaces": ["enp1s0f0np0"], "dir": str(tmp_path)}})
     assert unread["netplan"]["error"] == "netplan is not installed"
     node["bins"].add("netplan")
     out = run(
         {
             "netplan": {
-                "iface": "enp1s0f0np0",
+                "ifaces": ["enp1s0f0np0"],
                 "dir": str(tmp_path),
                 "files": {"60-sparkfleet-roce.yaml": "network: {}\n"},
             }
         }
     )
     assert out["netplan"] == {
-        "profiles": [{"id": "enp1s0f0np0", "mtu": 9000}],
+        "ports": {"enp1s0f0np0": [{"id": "enp1s0f0np0", "mtu": 9000}]},
         "error": None,
         "networkmanager": True,
     }
     assert seen == [
         (
-            "enp1s0f0np0",
+            ["enp1s0f0np0"],
             str(tmp_path),
             {"60-sparkfleet-roce.yaml": "network: {}\n"},
             "/usr/bin/netplan",
@@ -446,3 +446,28 @@ def test_the_verbs_device_of_each_hca_is_read(node, tmp_path):
             else ["/dev/infiniband/uverbs0"],
         }
     }
+
+
+def test_every_functions_gid_row_and_a_nic_inside_a_data_plane_subnet(node, tmp_path, monkeypatch):
+    """gids: one row per data-plane function; a NIC of another name in one of their subnets
+    is a warning (IP_JSON: enp1s0f0np0 holds 10.0.22.1 and 10.0.30.1)."""
+    root = tmp_path / "ib"
+    write_table(root, "rocep1s0f0", ["10.0.30.1"])
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
+    out = run(
+        {
+            "nics": ["enp1s0f0np0"],
+            "gids": [
+                {"address": "10.0.30.1", "hca": "rocep1s0f0", "sysfs_root": str(root)},
+                {"address": "10.0.31.1", "hca": "rocep1s0f0", "sysfs_root": str(root)},
+            ],
+            "data_subnets": [{"iface": "enP2p1s0f0np0", "subnet": "10.0.30.0/24"}],
+        }
+    )
+    assert [g["found"] for g in out["gids"]] == [True, False]
+    assert out["gids"][0]["index"] == 3
+    assert warnings == [
+        "enp1s0f0np0 holds 10.0.30.1/24, inside the data-plane subnet 10.0.30.0/24 of "
+        "enP2p1s0f0np0: its route competes with the data plane's; move it out of that subnet"
+    ]
