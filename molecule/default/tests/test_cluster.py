@@ -90,6 +90,21 @@ def expected_launch(rank):
         for o, v in opts
     ]
     opts += [("-e", "HF_HUB_OFFLINE=1"), ("-e", f"SPARKFLEET_MODEL_REVISION={TWIN_MODEL_REV}")]
+    # Both halves of the 200G port (issue 25, inventory/sim's roce_hcas): NCCL_IB_HCA names
+    # both HCAs, the address range covers both subnets; the launcher passes the GID index it
+    # found at the start (the seed's value) and labels the container with it.
+    both = {
+        "NCCL_IB_HCA=": "NCCL_IB_HCA=rocep1s0f0,roceP2p1s0f0",
+        "NCCL_IB_ADDR_RANGE=": "NCCL_IB_ADDR_RANGE=10.0.30.0/23",
+    }
+    opts = [
+        (o, next((new for old, new in both.items() if (v or "").startswith(old)), v))
+        for o, v in opts
+    ]
+    opts += [("--label", f"sparkfleet.gid-index={EXPECTED_GID[rank]}")]
+    # NVIDIA's recipes lift the locked-memory limit (issue 25); the twin passes the test
+    # machine's own bound, which no container there may lift.
+    opts += [("--ulimit", "memlock=8388608:8388608")]
     overrides = {"--watchdog-timeout": "10", "--speculative-draft-model-revision": TWIN_DRAFT_REV}
     flags = [(f, overrides.get(f, v)) for f, v in engine_flags(command)]
     # Observability (issue 22): SGLang's /metrics on, after the seed's flags.

@@ -250,7 +250,9 @@ def gate_restart(state, cfg, now):
     """May the watchdog restart now? (verdict, reason) with verdict restart|backoff|give-up.
 
     A restart that could not reach a node (transient) backs off like any other,
-    but never counts towards the give-up bound.
+    but never counts towards the give-up bound. One refused by a node still booting
+    (its port coming up) is retried after backoff_s, not a doubled wait: the port is
+    expected within the boot window, and the heal should follow it closely.
     """
     recent = restarts_in_window(state, cfg["window_s"], now)
     counted = [r for r in recent if not r.get("transient")]
@@ -261,7 +263,8 @@ def gate_restart(state, cfg, now):
             f"(watchdog_max_restarts={cfg['max_restarts']}); the cluster keeps failing",
         )
     if recent:
-        wait = min(cfg["backoff_s"] * 2 ** (len(recent) - 1), cfg["window_s"])
+        doubling = [r for r in recent if not r.get("booting")]
+        wait = min(cfg["backoff_s"] * 2 ** max(len(doubling) - 1, 0), cfg["window_s"])
         last = max(r["time"] for r in recent)
         if now < last + wait:
             return (
@@ -980,7 +983,16 @@ class Watchdog:
             self.give_up(state, f"{reason}: {why}", now)
             return None
         first = state["bad"]["first"]
-        incident = self.evidence(kind, reason, obs, now)
+        # A retry after a node refused within its boot window keeps that attempt's evidence:
+        # the incident is the same one, and a port coming up late is not a new crash.
+        last = (state.get("restarts") or [{}])[-1]
+        incident = (
+            last.get("incident")
+            if last.get("booting")
+            and now - last.get("time", 0) < int(self.cfg.get("boot_window_s") or 0)
+            and os.path.isdir(last.get("incident") or "")
+            else None
+        ) or self.evidence(kind, reason, obs, now)
         if stall:
             state["last_stall"] = {"time": now, "at": iso(now), "reason": reason}
         self.decide(
@@ -1001,6 +1013,7 @@ class Watchdog:
             "reason": reason,
             "detected_at": first,
             "rc": rc,
+            "incident": incident,
         }
         state.pop("bad", None)
         state.pop("progress", None)
@@ -1020,6 +1033,8 @@ class Watchdog:
             # observations see the node unreachable and wait for it, or (a node that
             # refused within its boot window) retry after the backoff.
             entry["transient"] = True
+            if rc == EX_BOOTING:
+                entry["booting"] = True
             self.decide(state, "restart-deferred", msg, done, rc=rc)
         elif rc == 0:
             # Every rank started, so every node passed the memory check after the stop.

@@ -414,8 +414,9 @@ def test_a_node_whose_port_is_late_after_its_boot_is_retried_not_given_up_on(rig
     rig.world.port_up_after_s = 200
     rig.clock.at(5, lambda: rig.world.power_off("spark-3"))
     rig.clock.at(65, lambda: rig.world.power_on("spark-3"))
-    # Backoff 60, 120, 240 s: tried at about 75, 135 and 255 s (refused), healed at 495 s.
-    rig.cron(10)
+    # Retried every backoff_s (60 s, not doubled: the port is expected): refused until the
+    # port is up at 265 s, healed at the next try.
+    rig.cron(6)
     state = rig.state()
     assert not rig.gave_up()
     deferred = [r for r in state["restarts"] if r.get("transient")]
@@ -423,6 +424,11 @@ def test_a_node_whose_port_is_late_after_its_boot_is_retried_not_given_up_on(rig
     assert state["restarts"][-1]["rc"] == 0
     # Retried before the port came up, healed after it, never given up, never counted.
     assert deferred[0]["time"] < T0 + 65 + 200 <= state["restarts"][-1]["time"]
+    assert state["restarts"][-1]["time"] < T0 + 65 + 200 + 60 + 15
+    assert all(b["time"] - a["time"] < 60 + 15 for a, b in zip(deferred, deferred[1:]))
+    # One incident for the retries of one boot (its evidence is kept, not repeated).
+    assert len({r["incident"] for r in state["restarts"]}) == 1
+    assert len(list((rig.tmp / "incidents").iterdir())) == 1
     assert state["restarts_total"] == 1
     assert rig.world.healthy() and state["last_observation"]["kind"] == "healthy"
     assert [h for t, h in rig.world.starts if t < T0 + 65 + 200] == []
