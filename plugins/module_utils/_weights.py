@@ -267,6 +267,19 @@ def isolate(root, manifest, paths, hf_hub=None, check=False):
     return removed, kept
 
 
+def hand_over(root, uid, gid, files=True):
+    """Give ``root`` (its directories, and its files when ``files``) to uid:gid, links not
+    followed. A peer's rsync writing as a user that is not root gets the staging
+    directories (new files only: a repair's hard links to placed files stay root's); the
+    store takes all of it back before anything is verified, so nothing verified can be
+    changed by that user afterwards."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        os.lchown(dirpath, uid, gid)
+        if files:
+            for name in filenames:
+                os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
 def link_present(final, part, manifest):
     """Hard-link every manifest file ``final`` has into the empty staging directory ``part``.
 

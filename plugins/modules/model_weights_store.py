@@ -69,6 +69,13 @@ options:
     type: str
     choices: [quick, full]
     default: quick
+  receiver:
+    description:
+      - The user a peer's rsync writes as (C(model_weights_ssh_user)) when it is not root. With
+        O(step=receiving) the staging directory's directories are handed to it (it adds files,
+        it cannot change the hard links of a repair); with O(step=present) all of it is taken
+        back by the store's owner before anything is verified.
+    type: str
   node:
     description: Name of this node in messages.
     type: str
@@ -125,6 +132,7 @@ placed:
 """
 
 import os
+import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
@@ -136,6 +144,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import
     check_revision,
     complete,
     file_states,
+    hand_over,
     isolate,
     link_present,
     load_json,
@@ -167,6 +176,7 @@ def main():
             "hf_hub": {"type": "path"},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "node": {"type": "str", "default": "this node"},
+            "receiver": {"type": "str"},
         },
         required_if=[("step", "receiving", ["manifest"]), ("step", "present", ["manifest"])],
         supports_check_mode=True,
@@ -176,6 +186,17 @@ def main():
     error = pin_error(f"commit of {repo}", commit)
     if error:
         module.fail_json(msg=f"{node}: {error}")
+    receiver = None
+    if p["receiver"] and p["receiver"] != "root":
+        try:
+            entry = pwd.getpwnam(p["receiver"])
+        except KeyError:
+            module.fail_json(
+                msg=f"{node}: the fan-out user {p['receiver']} does not exist "
+                "(model_weights_ssh_user)"
+            )
+        receiver = (entry.pw_uid, entry.pw_gid)
+
     final = revision_dir(p["store"], repo, commit)
     part = partial_dir(p["store"], repo, commit)
     given = p["manifest"]
@@ -233,6 +254,8 @@ def main():
             shutil.rmtree(part, ignore_errors=True)
             os.makedirs(part)
             link_present(final, part, local)
+            if receiver:
+                hand_over(part, *receiver, files=False)
             result.update(removed=removed, send=[e["path"] for e in missing_entries(final, local)])
             module.exit_json(**result)
         if os.path.isdir(final) and not os.path.isdir(part):
@@ -244,10 +267,16 @@ def main():
             if os.path.isfile(path):
                 os.unlink(path)
         write_json(os.path.join(part, VERIFIED), pverified)
+        if receiver:
+            hand_over(part, *receiver, files=False)
         result["removed"] = [b["path"] for b in pbad if b["got"] != "missing"]
         module.exit_json(**result)
 
-    # step == present: everything the peer sent must verify before it is moved in place.
+    # step == present: everything the peer sent must verify before it is moved in place,
+    # owned by the store's owner again first (a fan-out user wrote it).
+    if receiver and os.path.isdir(part) and not module.check_mode:
+        owner = os.stat(p["store"])
+        hand_over(part, owner.st_uid, owner.st_gid)
     if local is not None:
         if status == "present" and not os.path.isdir(part):
             module.exit_json(placed=[], **result)

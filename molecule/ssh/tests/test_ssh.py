@@ -128,3 +128,31 @@ def test_head_answers_over_the_data_it_was_given():
         host.check_output("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8081/health")
         == "200"
     )
+
+
+STORE = "/home/tiger/models/.sparkfleet-weights"
+MODEL_DIR = "RadixArk--Qwen3.8-27B-NVFP4-BF16-LMHead"
+MODEL_REV = "831ef89418185caf007200f207be19b8b92d7e21"
+
+
+def test_weights_fan_out_as_the_operator_not_root():
+    """This sshd refuses root: the head fanned the weights out to the worker as tiger, whose
+    key may run only rrsync into the store; what arrived is root's again and verified."""
+    head, worker = (over_ssh(n) for n in NAMES)
+    keys = worker.file("/home/tiger/.ssh/authorized_keys").content_string
+    line = next(x for x in keys.splitlines() if x.endswith("sparkfleet-weights"))
+    assert f'command="/usr/bin/rrsync -wo -no-del -no-lock {STORE}"' in line
+    assert line.startswith("restrict,")
+    assert (
+        worker.run("sshd -T -C user=root,host=x,addr=127.0.0.1").stdout.count("permitrootlogin no")
+        == 1
+    )
+    revision = f"{STORE}/{MODEL_DIR}/{MODEL_REV}"
+    manifest = json.loads(worker.file(f"{revision}/.sparkfleet-manifest.json").content_string)
+    owners = worker.check_output(f"find {revision} -printf '%u\\n' | sort -u").split()
+    assert owners == ["root"]
+    for entry in manifest["files"]:
+        got = worker.check_output(f"sha256sum {revision}/{entry['path']} | cut -d' ' -f1")
+        assert got == entry["sha256"], entry
+        assert got == head.check_output(f"sha256sum {revision}/{entry['path']} | cut -d' ' -f1")
+    assert worker.run(f"ls -a {STORE}/{MODEL_DIR} | grep -c partial").stdout.strip() == "0"

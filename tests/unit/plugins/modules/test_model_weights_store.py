@@ -181,3 +181,45 @@ def test_a_new_revision_is_still_sealed_by_one_rename(capsys, tmp_path):
     final = w.revision_dir(store, REPO, COMMIT)
     assert w.load_json(os.path.join(final, w.MANIFEST))["commit"] == COMMIT
     assert leftovers(store) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing directories to another user needs root")
+def test_a_fan_out_user_that_is_not_root_writes_the_staging_directories_only(capsys, tmp_path):
+    """model_weights_ssh_user not root: the peer's rsync (as that user) may add files to the
+    staging directory; everything is the store owner's again before it is verified."""
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    head = stage(tmp_path / "head")
+    store = str(tmp_path / "worker")
+    run(capsys, store=store, step="receiving", manifest=manifest(), receiver="nobody")
+    part = w.partial_dir(store, REPO, COMMIT)
+    assert os.stat(part).st_uid == nobody.pw_uid
+    assert os.stat(os.path.join(part, w.VERIFIED)).st_uid == 0
+    rsync(head, part)
+    for dirpath, _dirs, names in os.walk(part):
+        for name in names:
+            os.lchown(os.path.join(dirpath, name), nobody.pw_uid, nobody.pw_gid)
+    out = run(capsys, store=store, step="present", manifest=manifest(), verify="full",
+              receiver="nobody")  # fmt: skip
+    assert out["status"] == "present"
+    final = w.revision_dir(store, REPO, COMMIT)
+    owners = {os.lstat(os.path.join(d, n)).st_uid for d, _s, ns in os.walk(final) for n in ns}
+    assert owners == {os.stat(store).st_uid} and os.stat(final).st_uid == os.stat(store).st_uid
+    bad = run_failing(
+        capsys, store=store, step="receiving", manifest=manifest(), receiver="nobodyx"
+    )
+    assert bad["msg"] == (
+        "spark-4: the fan-out user nobodyx does not exist (model_weights_ssh_user)"
+    )
+
+
+def run_failing(capsys, **args):
+    args.setdefault("repo", REPO)
+    args.setdefault("commit", COMMIT)
+    args.setdefault("node", "spark-4")
+    with patch_module_args(args), pytest.raises(SystemExit):
+        model_weights_store.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out.get("failed"), out
+    return out
