@@ -152,6 +152,8 @@ def port_profiles(ifaces, netplan_dir="/etc/netplan", extra=None, netplan="netpl
             }
         ports = {iface: read_profiles(root, iface) for iface in ifaces}
     finally:
+        # The scratch copy only: nothing of the node's own configuration is in it, and a
+        # leftover in /tmp must not turn a reading into a failure.
         shutil.rmtree(root, ignore_errors=True)
     for profiles in ports.values():
         for profile in profiles:

@@ -203,11 +203,6 @@ def select_gids(env, links=None):
     return [_select_one(env, root, hca, port, links) for hca, port in hcas]
 
 
-def select_gid(env, links=None):
-    """The first device's GID (see select_gids)."""
-    return select_gids(env, links)[0]
-
-
 def _select_one(env, root, hca, port, links):
     version = int(env.get("NCCL_IB_ROCE_VERSION_NUM") or 2)
     if version not in ROCE_TYPES:
