@@ -43,6 +43,7 @@ CLUSTER_VARS = {
     "sglang_nccl_socket_ifname": "node",
     "sglang_profile": "cluster",
     "sglang_profile_overrides": "cluster",
+    "cluster_name": "cluster",
 }
 CLUSTER_WIDE = tuple(var for var, scope in CLUSTER_VARS.items() if scope == "cluster")
 # Flags the collection derives per node or from dedicated fields; an extra_args

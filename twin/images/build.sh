@@ -87,7 +87,8 @@ inputs_of() {
 }
 
 build_node() {
-  local want ctx files=("$here/node/Dockerfile" "$here/node/sparksim-init" "$here/node/01-network-manager-all.yaml"
+  local want ctx files=("$here/node/Dockerfile" "$here/node/sparksim-init" "$here/node/sparksim-reboot"
+    "$here/node/01-network-manager-all.yaml"
     "$root/twin/tools/gidtable.py" "$root/plugins/module_utils/_netplan.py")
   want=$(inputs_of "$BASE_IMAGE" "${files[@]}")
   image_current "$NODE_IMAGE" "$want" && return

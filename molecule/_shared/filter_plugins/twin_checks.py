@@ -62,10 +62,32 @@ def sparkfleet_task_msg(run, name):
     return []
 
 
+def sparkfleet_delta(pair):
+    """(later, earlier) -> later - earlier, in seconds."""
+    return float(pair[0]) - float(pair[1])
+
+
+def sparkfleet_drill_recovery(row):
+    """One drill's figures (drill.json) as a recovery of .cache/watchdog-recovery.json."""
+    fault = row["fault_at"]
+    return {
+        "fault": "drill " + row["drill"],
+        "crash_at": fault,
+        "detected_at": fault + row["detected_s"],
+        "decision_at": fault + row["decided_s"],
+        "healthy_at": fault + row["healthy_s"],
+        "crash_to_decision_s": row["decided_s"],
+        "crash_to_healthy_s": row["healthy_s"],
+        "decision_to_healthy_s": round(row["healthy_s"] - row["decided_s"], 1),
+    }
+
+
 class FilterModule:
     def filters(self):
         return {
             "sparkfleet_changed_paths": sparkfleet_changed_paths,
+            "sparkfleet_delta": sparkfleet_delta,
+            "sparkfleet_drill_recovery": sparkfleet_drill_recovery,
             "sparkfleet_epoch": sparkfleet_epoch,
             "sparkfleet_failures": sparkfleet_failures,
             "sparkfleet_task_msg": sparkfleet_task_msg,

@@ -754,6 +754,9 @@ class Watchdog:
         self.held = os.path.join(wd["state_dir"], "held")
         self.gave_up = os.path.join(wd["state_dir"], "gave-up")
         self.reboot = os.path.join(wd["state_dir"], REBOOT)
+        # Written by playbooks/drill.yml while it injects a fault: the restarts that heal it
+        # are labelled as a drill's (state.json, the log), not counted as the cluster's own.
+        self.drill = os.path.join(wd["state_dir"], "drill")
 
     def observe(self):
         head = self.cluster.head
@@ -995,10 +998,12 @@ class Watchdog:
         ) or self.evidence(kind, reason, obs, now)
         if stall:
             state["last_stall"] = {"time": now, "at": iso(now), "reason": reason}
+        drill = _first_line(self.drill) if os.path.exists(self.drill) else None
         self.decide(
             state,
             "restart",
-            f"{reason} ({count} bad observations since {iso(first)}); evidence in {incident}",
+            f"{reason} ({count} bad observations since {iso(first)}); evidence in {incident}"
+            + (f" [drill {drill}]" if drill else ""),
             now,
             kind=kind,
             detected_at=first,
@@ -1015,6 +1020,8 @@ class Watchdog:
             "rc": rc,
             "incident": incident,
         }
+        if drill:
+            entry["drill"] = drill
         state.pop("bad", None)
         state.pop("progress", None)
         if rc not in (EX_UNREACHABLE, EX_BOOTING):
@@ -1303,6 +1310,16 @@ class Watchdog:
             "held": self.hold(now, settle=False),
             "gave_up": _first_line(self.gave_up) if os.path.exists(self.gave_up) else None,
             "reboot_required": _first_line(self.reboot) if os.path.exists(self.reboot) else None,
+            "drill": _first_line(self.drill) if os.path.exists(self.drill) else None,
+            "max_restarts": self.wd["max_restarts"],
+            "restarts_counted_in_window": len(
+                [
+                    r
+                    for r in restarts_in_window(state, self.wd["window_s"], now)
+                    if not r.get("transient")
+                ]
+            ),
+            "now": now,
             "stall_s": self.wd.get("stall_s", 0),
             "progress": state.get("progress"),
             "last_stall": state.get("last_stall"),

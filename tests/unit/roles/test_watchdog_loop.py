@@ -916,3 +916,24 @@ def test_the_textfile_names_a_node_gone_and_a_give_up(rig):
     got = read_textfile(rig)
     assert got["sparkfleet_watchdog_gave_up"] == 1
     assert got["sparkfleet_watchdog_unreachable_nodes"] == 0
+
+
+def test_a_drills_restart_is_labelled_with_it_and_the_summary_gives_the_bound(rig):
+    """playbooks/drill.yml marks its drill; the restart that heals it carries the label."""
+    (rig.tmp / "state").mkdir(exist_ok=True)
+    (rig.tmp / "state" / "drill").write_text("R1/head_kill\n")
+    rig.clock.at(5, lambda: rig.world.kill("spark-1"))
+    rig.cron(1)
+    (restart,) = rig.state()["restarts"]
+    assert restart["drill"] == "R1/head_kill" and restart["rc"] == 0
+    assert len(rig.lines("[drill R1/head_kill]")) == 1
+    summary = rig.dog.summary()
+    assert summary["drill"] == "R1/head_kill"
+    assert (summary["max_restarts"], summary["restarts_counted_in_window"]) == (3, 1)
+    # Unmarked, the next restart is the cluster's own.
+    (rig.tmp / "state" / "drill").unlink()
+    rig.clock.advance(120)
+    rig.clock.at(rig.clock.now - T0 + 5, lambda: rig.world.kill("spark-2"))
+    rig.cron(1)
+    assert "drill" not in rig.state()["restarts"][-1]
+    assert rig.dog.summary()["drill"] is None
