@@ -112,7 +112,11 @@ def drill_problems(
             detail = status[key] if isinstance(status[key], str) else status[key].get("reason", "")
             problems.append(f"refused: {what} ({detail}); drills need a watchdog that acts: {fix}")
     obs = status.get("last_observation") or {}
-    if not healthy or obs.get("kind") != "healthy":
+    last = status.get("last_decision") or {}
+    # A restart that just ended healthy is recorded after its observation (the crash it
+    # healed): the watchdog's next observation says healthy, the decision already does.
+    recovered = last.get("decision") == "recovered" and last.get("time", 0) >= obs.get("time", 0)
+    if not healthy or (obs.get("kind") != "healthy" and not recovered):
         problems.append(
             "refused: the cluster is not healthy (head /health {}, the watchdog's last "
             "observation: {} {}); drills start only from a healthy cluster".format(

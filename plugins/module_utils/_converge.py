@@ -146,13 +146,13 @@ def roce_reasons(probe, want):
     ``want``: ``mtu``, ``functions`` (each ``iface`` and ``address``, CIDR; without it the
     one of ``iface`` and ``address``) and ``recorded`` (the roce_node the stage published
     when it last ran, or None). The probe's ``gids`` are the functions' GID rows in their
-    order (``gid``: the first's, from a probe of one function).
+    order.
     """
     reasons = []
     functions = want.get("functions") or [{"iface": want["iface"], "address": want["address"]}]
     recorded = want.get("recorded") or {}
     was = recorded.get("functions") or ([recorded] if recorded else [])
-    rows = probe.get("gids") or [probe.get("gid") or {}]
+    rows = probe.get("gids") or [{}]
     for n, fn in enumerate(functions):
         iface, address = fn["iface"], fn["address"]
         nic = (probe.get("nics") or {}).get(iface) or {}
@@ -234,7 +234,7 @@ def rank_reasons(probe, want):
         return [f"{want['container']}: runs configuration {label}, current {want['config_hash']}"]
     # The one NCCL_IB_GID_INDEX is the first function's (the launcher refuses unequal ones).
     running = labels.get("sparkfleet.gid-index")
-    gid = (probe.get("gids") or [probe.get("gid") or {}])[0] or {}
+    gid = (probe.get("gids") or [{}])[0] or {}
     if running is not None and gid.get("found") and str(running) != str(gid.get("index")):
         return [
             f"{want['container']}: runs RoCE GID index {running}, the table now holds "

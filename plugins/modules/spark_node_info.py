@@ -29,10 +29,13 @@ options:
     type: list
     elements: str
     default: []
-  gid:
+  gids:
     description:
-      - The GID row to find. Omit to skip the GID table.
-    type: dict
+      - GID rows to find, one per data-plane function (both halves of a 200G port); reported
+        in RV(gids) in the same order. Empty skips the GID table.
+    type: list
+    elements: dict
+    default: []
     suboptions:
       address:
         description: The data-plane IPv4 address (C(roce_ipv4)).
@@ -50,13 +53,6 @@ options:
         description: GID table root (C(roce_sysfs_root)).
         type: path
         default: /sys/class/infiniband
-  gids:
-    description:
-      - GID rows to find, one per data-plane function (both halves of a 200G port), each as
-        O(gid); reported in RV(gids) in the same order.
-    type: list
-    elements: dict
-    default: []
   data_subnets:
     description:
       - The data-plane functions' NICs and subnets (C(iface), C(subnet)). A warning names every
@@ -241,10 +237,10 @@ EXAMPLES = r"""
 - name: Read the node's state in one call
   sparkfleet.serving.spark_node_info:
     nics: ["{{ roce_iface }}", "{{ spark_mgmt_iface }}"]
-    gid:
-      address: "{{ roce_ipv4 }}"
-      hca: "{{ roce_hca }}"
-      sysfs_root: "{{ roce_sysfs_root }}"
+    gids:
+      - address: "{{ roce_ipv4 }}"
+        hca: "{{ roce_hca }}"
+        sysfs_root: "{{ roce_sysfs_root }}"
     paths:
       - /usr/local/sbin/sparkfleet-sglang
     json_files:
@@ -263,22 +259,20 @@ nics:
   type: dict
   sample:
     enp1s0f0np0: {exists: true, operstate: up, mtu: 9000, ipv4: [10.0.30.1/24], carrier: 1}
-gid:
-  description: C(found), and C(index), C(hca), C(port), C(gid), C(netdev) or C(error).
-  returned: when O(gid) is given
-  type: dict
-  sample:
-    found: true
-    index: 3
-    hca: rocep1s0f0
-    port: 1
-    gid: "0000:0000:0000:0000:0000:ffff:0a00:1e01"
-    netdev: enp1s0f0np0
 gids:
-  description: The rows of O(gids), in order, each as RV(gid).
+  description:
+    - The rows of O(gids), in order, each with C(found), and C(index), C(hca), C(port), C(gid),
+      C(netdev) or C(error).
   returned: always
   type: list
   elements: dict
+  sample:
+    - found: true
+      index: 3
+      hca: rocep1s0f0
+      port: 1
+      gid: "0000:0000:0000:0000:0000:ffff:0a00:1e01"
+      netdev: enp1s0f0np0
 paths:
   description: Per path, C(exists), C(type), C(mode), C(owner), C(group), C(sha256) or C(target).
   returned: always
@@ -554,8 +548,10 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             nics=dict(type="list", elements="str", default=[]),
-            gid=dict(
-                type="dict",
+            gids=dict(
+                type="list",
+                elements="dict",
+                default=[],
                 options=dict(
                     address=dict(type="str", required=True),
                     hca=dict(type="str"),
@@ -563,7 +559,6 @@ def main():
                     sysfs_root=dict(type="path", default="/sys/class/infiniband"),
                 ),
             ),
-            gids=dict(type="list", elements="dict", default=[]),
             data_subnets=dict(type="list", elements="dict", default=[]),
             paths=dict(type="list", elements="path", default=[]),
             json_files=dict(type="list", elements="path", default=[]),
@@ -658,16 +653,8 @@ def main():
             result["host"] = host.result()
         if netplan is not None:
             result["netplan"] = netplan.result()
-    if p["gid"]:
-        g = p["gid"]
-        result["gid"] = gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"])
     result["gids"] = [
-        gid_record(
-            g.get("sysfs_root") or "/sys/class/infiniband",
-            str(g["address"]),
-            int(g.get("roce_version") or 2),
-            g.get("hca") or None,
-        )
+        gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"] or None)
         for g in p["gids"]
     ]
     result["elapsed_s"] = round(time.monotonic() - start, 3)

@@ -56,8 +56,9 @@ PLAYBOOK = (
     # What the probe reads on a node that converged: no stamp yet (first decisions).
     live:
       nics: {enp1s0f0np0: {exists: true, mtu: 9000, ipv4: [10.0.30.1/24]}}
-      gid: {found: true, index: 3, port: 1, hca: rocep1s0f0, netdev: enp1s0f0np0,
-            gid: "0000:0000:0000:0000:0000:ffff:0a00:1e01"}
+      gids:
+        - {found: true, index: 3, port: 1, hca: rocep1s0f0, netdev: enp1s0f0np0,
+           gid: "0000:0000:0000:0000:0000:ffff:0a00:1e01"}
       peers: {}
       images: {"sglang:1": {exists: true, id: "sha256:__A64__"}}
       containers: {qwen-r0: {running: true, labels: {sparkfleet.config: cfg1}}}
@@ -117,7 +118,7 @@ PLAYBOOK = (
       ansible.builtin.include_tasks: all.yml
       vars:
         label: gid
-        converge_node: "{{ recorded_node | combine({'gid': live.gid | combine({'index': 7})}) }}"
+        converge_node: "{{ recorded_node | combine({'gids': [live.gids[0] | combine({'index': 7})]}) }}"
 
     - name: Decide at once, the rank runs another configuration
       ansible.builtin.include_tasks: all.yml

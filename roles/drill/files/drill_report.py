@@ -102,6 +102,13 @@ def markdown(run, figures):
                 **dict(f, healed="yes" if f["healed"] else "NO", undone=f["undone"] or "-"),
             )
         )
+    evidence = [f"- {f['drill']}: {f['evidence']}" for f in figures if f["evidence"]]
+    if evidence:
+        lines += [
+            "",
+            "Evidence the watchdog kept (every rank's log tail, stack dumps), on the head:",
+        ]
+        lines += evidence
     errors = [f"- {f['drill']}: {f['error']}" for f in figures if f["error"]]
     if errors:
         lines += ["", "Errors:", *errors]

@@ -117,6 +117,16 @@ def test_an_unhealthy_cluster_is_refused_with_the_watchdogs_view():
     assert "/health not 200" in msg
 
 
+def test_a_cluster_the_watchdog_just_healed_may_be_drilled():
+    """Right after a restart the last observation is still the crash; the decision is newer."""
+    crash = {"kind": "crash", "reason": "engine gone", "time": 10.0}
+    healed = {"decision": "recovered", "time": 18.0}
+    assert problems(status(last_observation=crash, last_decision=healed)) == []
+    before = {"decision": "recovered", "time": 5.0}
+    assert problems(status(last_observation=crash, last_decision=before))
+    assert problems(status(last_observation=crash, last_decision=healed), healthy=False)
+
+
 def test_the_bound_says_how_many_drills_fit():
     (msg,) = problems(status(restarts_counted_in_window=2), selected=["head_kill", "worker_kill"])
     assert "only 1 fit" in msg and "watchdog_max_restarts=3" in msg and "2 already" in msg
@@ -213,6 +223,7 @@ def test_the_report_writes_json_markdown_and_png(tmp_path, monkeypatch, capsys):
     assert saved["drills"][0]["healthy_s"] == 20.0 and saved["requests"] == 11
     md = (tmp_path / "drill.md").read_text()
     assert "| head_kill | spark-1 | yes | 2.0 | 5.0 | 20.0 | 1 |" in md
+    assert "- head_kill: /var/log/sparkfleet/incidents/x" in md
     assert (tmp_path / "drill.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = capsys.readouterr().out
     assert "head_kill on spark-1: healed, crash decided 5.0 s and healthy 20.0 s" in out

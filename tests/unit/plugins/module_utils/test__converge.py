@@ -302,17 +302,17 @@ WANT = {
         ),
         ({"nics": {"enp1s0f0np0": {"exists": False}}}, ["enp1s0f0np0: no such NIC"]),
         (
-            {"gid": dict(GID_OK, index=7)},
+            {"gids": [dict(GID_OK, index=7)]},
             ["GID row moved: index 7 on rocep1s0f0, recorded 3 on rocep1s0f0"],
         ),
-        ({"gid": {"found": False}}, ["no RoCE GID row for 10.0.30.1"]),
+        ({"gids": [{"found": False}]}, ["no RoCE GID row for 10.0.30.1"]),
         # The rest of the row the stage publishes: a launch reads it as recorded otherwise.
         (
-            {"gid": dict(GID_OK, port=2)},
+            {"gids": [dict(GID_OK, port=2)]},
             ["GID row moved: index 3 on rocep1s0f0, recorded 3 on rocep1s0f0"],
         ),
         (
-            {"gid": dict(GID_OK, netdev="enP2p1s0f0np0")},
+            {"gids": [dict(GID_OK, netdev="enP2p1s0f0np0")]},
             ["GID row moved: index 3 on rocep1s0f0, recorded 3 on rocep1s0f0"],
         ),
         (
@@ -346,7 +346,7 @@ WANT = {
     ],
 )
 def test_roce_live_reasons(probe_state, expected):
-    state = {"nics": {"enp1s0f0np0": NIC_OK}, "gid": GID_OK, "peers": {}}
+    state = {"nics": {"enp1s0f0np0": NIC_OK}, "gids": [GID_OK], "peers": {}}
     state.update(probe_state)
     assert filters.converge_live(state, "roce", WANT) == expected
 
@@ -392,14 +392,14 @@ def test_image_weights_and_rank_reasons():
     ]
     # The GID index a rank got from its launcher at its start: stale once the table moved.
     state["containers"]["r0"]["labels"]["sparkfleet.gid-index"] = "7"
-    state["gid"] = {"found": True, "index": 7}
+    state["gids"] = [{"found": True, "index": 7}]
     assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []
-    state["gid"] = {"found": True, "index": 9}
+    state["gids"] = [{"found": True, "index": 9}]
     assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == [
         "r0: runs RoCE GID index 7, the table now holds the data-plane address at 9"
     ]
     # No row now (the port is down): nothing to move to, the roce stage says why.
-    state["gid"] = {"found": False}
+    state["gids"] = [{"found": False}]
     assert filters.converge_live(state, "rank", {"container": "r0", "config_hash": "h1"}) == []
 
 

@@ -137,7 +137,7 @@ def test_everything_in_one_call(node, tmp_path):
     result = run(
         {
             "nics": ["enp1s0f0np0", "enP7s7"],
-            "gid": {"address": "10.0.30.1", "hca": "rocep1s0f0", "sysfs_root": root},
+            "gids": [{"address": "10.0.30.1", "hca": "rocep1s0f0", "sysfs_root": root}],
             "paths": [str(script), str(link), str(tmp_path / "gone")],
             "json_files": [str(record)],
             "images": ["sglang:0.5.9", "missing:1"],
@@ -155,7 +155,7 @@ def test_everything_in_one_call(node, tmp_path):
         ["10.0.22.1/24", "10.0.30.1/24"],
     )
     assert result["nics"]["enP7s7"] == {"exists": False}
-    assert result["gid"]["found"] and result["gid"]["index"] == 5
+    assert result["gids"][0]["found"] and result["gids"][0]["index"] == 5
     got = result["paths"][str(script)]
     assert (got["type"], got["mode"], got["sha256"]) == (
         "file",
@@ -179,9 +179,10 @@ def test_everything_in_one_call(node, tmp_path):
 
 def test_gid_not_found_is_reported_not_fatal(node, tmp_path):
     root = write_table(tmp_path / "ib", "rocep1s0f0", ["10.0.22.1"])
-    result = run({"gid": {"address": "10.0.30.1", "sysfs_root": root}})
-    assert result["gid"]["found"] is False
-    assert "10.0.30.1" in result["gid"]["error"] and "10.0.22.1" in result["gid"]["error"]
+    result = run({"gids": [{"address": "10.0.30.1", "sysfs_root": root}]})
+    (row,) = result["gids"]
+    assert row["found"] is False
+    assert "10.0.30.1" in row["error"] and "10.0.22.1" in row["error"]
 
 
 def test_missing_tools_are_named(node):
