@@ -118,7 +118,8 @@ PLAYBOOK = (
       ansible.builtin.include_tasks: all.yml
       vars:
         label: gid
-        converge_node: "{{ recorded_node | combine({'gids': [live.gids[0] | combine({'index': 7})]}) }}"
+        converge_node: >-
+          {{ recorded_node | combine({'gids': [live.gids[0] | combine({'index': 7})]}) }}
 
     - name: Decide at once, the rank runs another configuration
       ansible.builtin.include_tasks: all.yml
