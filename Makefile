@@ -84,7 +84,8 @@ test: setup images ## Everything CI runs: the 4-node scenario in one lane; check
 	@rm -f .cache/stages.log; status=0; \
 	bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' \
 	  pair '$(PAIR_NICE) $(MAKE) --no-print-directory checks; s=$$?; $(PAIR_NICE) bash tools/scenarios.sh $(PAIR) || s=1; exit $$s' || status=1; \
-	echo "== stages (wall time; the two lanes overlap)"; cat .cache/stages.log; exit $$status
+	echo "== stages (wall time; the two lanes overlap)"; cat .cache/stages.log; \
+	bash tools/failed-tails.sh; exit $$status
 
 bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + docs/benchmarks.md
 	$(VENV)/python tools/bench.py

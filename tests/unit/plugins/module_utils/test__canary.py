@@ -200,7 +200,7 @@ def test_boot_times_out():
     # The health check of _health with the boot's clocks: it names the wait and the last error.
     assert result["boot"]["detail"].startswith("no HTTP 200 from /health after 0.")
     assert "last: connection refused" in result["boot"]["detail"]
-    assert 0.2 <= result["boot"]["seconds"] < 2
+    assert 0.2 <= result["boot"]["seconds"] < 10
 
 
 # --------------------------------------------------------------------------
