@@ -57,7 +57,7 @@ sanity: setup ## ansible-test sanity on a copy of the checkout
 	bash tools/sanity.sh
 
 unit: setup ## Unit tests (modules, module_utils, filters, presets) and offline inventory checks
-	$(VENV)/python -m pytest tests/unit tests/playbooks -q
+	$(VENV)/python -m pytest tests/unit tests/playbooks -q -n 2
 
 profile-spec: setup ## Write the sglang role's entry point profile from plugins/module_utils/_profile_schema.py
 	$(VENV)/python tools/profile_spec.py
@@ -66,7 +66,7 @@ role-docs: setup ## Write roles/*/README.md from each role's meta/argument_specs
 	$(VENV)/python tools/role_docs.py
 
 twin: images ## Tests of the SGLang stand-in image itself
-	$(VENV)/python -m pytest tests/twin -q
+	$(VENV)/python -m pytest tests/twin -q -n 2
 
 molecule: images ## Molecule scenarios on the simulated clusters, 4-node and 2-node lanes at once (S=<scenario> for one)
 ifneq ($(S),)

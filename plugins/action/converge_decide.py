@@ -27,7 +27,10 @@ from ansible_collections.sparkfleet.serving.plugins.filter.converge import (
     converge_live,
     converge_reasons,
 )
-from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import roce_functions
+from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import (
+    rank_container,
+    roce_functions,
+)
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import plain
 
 UNDEFINED = "(undefined)"
@@ -179,8 +182,8 @@ class ActionModule(ActionBase):
                 if why:
                     reasons[stage] = why
             engine = self._value(task_vars, "sglang_engine", None) or {}
-            rank = "{}-r{}".format(
-                engine.get("container_name"), int(self._value(task_vars, "spark_rank", 0))
+            rank = rank_container(
+                engine.get("container_name"), self._value(task_vars, "spark_rank", 0)
             )
             why = converge_live(
                 probe,

@@ -18,6 +18,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     nccl_env,
     python_command,
     rank_config,
+    rank_container,
     roce_functions,
     server_args,
 )
@@ -39,6 +40,14 @@ def sglang_server_args(engine, node_rank, head_ipv4):
         return server_args(engine, node_rank, head_ipv4)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"sglang_server_args: {exc}") from exc
+
+
+def sglang_rank_container(container_name, rank):
+    """The engine container's name of one rank."""
+    try:
+        return rank_container(container_name, rank)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"sglang_rank_container: rank {rank!r}: {exc}") from exc
 
 
 def sglang_container_args(engine):
@@ -159,6 +168,7 @@ class FilterModule:
             "sglang_container_volumes": sglang_container_volumes,
             "sglang_nccl_env": sglang_nccl_env,
             "sglang_rank_config": sglang_rank_config,
+            "sglang_rank_container": sglang_rank_container,
             "sglang_python_command": sglang_python_command,
             "sglang_profile_resolve": sglang_profile_resolve,
             "sglang_profile_problems": sglang_profile_problems,

@@ -57,6 +57,12 @@ def _number(value):
     return str(value)
 
 
+def rank_container(container_name, rank):
+    """The engine container of one rank: the profile's container name and the rank
+    (``<name>-r<rank>``), the name every node's launcher, the probe and the drills use."""
+    return f"{container_name}-r{int(rank)}"
+
+
 def dist_init_addr(head_ipv4, port):
     """host:port where ranks meet (rank 0's data-plane address)."""
     return f"{head_ipv4}:{int(port)}"

@@ -307,3 +307,11 @@ def test_rank_config_checks_no_gid_row_when_nccl_picks_it():
         )
     # No memory limit in the profile: nothing for memcheck to compare.
     assert cfg["memory"]["need_bytes"] == 0
+
+
+def test_a_rank_container_is_the_profile_name_and_the_rank():
+    assert _engine.rank_container("qwen38-tp4", 2) == "qwen38-tp4-r2"
+    # Inventory values arrive as strings; a rank that is not a number is an error.
+    assert _engine.rank_container("ds4f", "1") == "ds4f-r1"
+    with pytest.raises(ValueError):
+        _engine.rank_container("ds4f", "one")
