@@ -16,14 +16,11 @@ S ?=
 # (tools/lanes.sh); S=<scenario ...> runs the named ones one after another.
 QUAD := default
 PAIR := two_node canary ssh
-# The 4-node lane is the suite's CPU-hungry path: the other lane's controller processes
+# The 4-node lane is the suite's critical path: the other lane's controller processes
 # (ansible, pytest, linters) yield the CPU to it and use what it leaves while it waits
 # on the twin. The twins' own processes run under dockerd, at normal priority.
 PAIR_NICE := nice -n 5
-# make checks runs these; make test runs sanity at the head of the 4-node lane and the rest in
-# the 2-node lane, whose scenarios now hold the longer wait (a worker node gone for minutes).
 CHECKS := lint sanity unit twin
-PAIR_CHECKS := lint unit twin
 
 .PHONY: help setup images demo demo-down status lint sanity unit profile-spec role-docs twin molecule checks test bench bench-engine clean
 
@@ -84,10 +81,10 @@ checks: setup ## lint, sanity, unit and twin, each timed (each runs; fails if an
 	  bash tools/stage.sh $$stage $(MAKE) --no-print-directory $$stage || status=1; \
 	done; exit $$status
 
-test: setup images ## Everything CI runs: sanity and the 4-node scenario in one lane; the other checks, then the 2-node scenarios in the other
+test: setup images ## Everything CI runs: the 4-node scenario in one lane; checks, then the 2-node scenarios in the other
 	@rm -f .cache/stages.log; status=0; \
-	bash tools/lanes.sh quad 'bash tools/stage.sh sanity $(MAKE) --no-print-directory sanity; s=$$?; bash tools/scenarios.sh $(QUAD) || s=1; exit $$s' \
-	  pair '$(PAIR_NICE) $(MAKE) --no-print-directory checks CHECKS="$(PAIR_CHECKS)"; s=$$?; $(PAIR_NICE) bash tools/scenarios.sh $(PAIR) || s=1; exit $$s' || status=1; \
+	bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' \
+	  pair '$(PAIR_NICE) $(MAKE) --no-print-directory checks; s=$$?; $(PAIR_NICE) bash tools/scenarios.sh $(PAIR) || s=1; exit $$s' || status=1; \
 	echo "== stages (wall time; the two lanes overlap)"; cat .cache/stages.log; \
 	bash tools/failed-tails.sh; exit $$status
 
