@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _control
+
 # name: (target, fault, what the operator reads). Run in this order, one at a time.
 CATALOGUE = {
     "head_kill": ("head", "kill", "kill the head's engine container (docker kill)"),
@@ -101,16 +103,8 @@ def drill_problems(
             "(sparkfleet-watchdog status); run site.yml first"
         )
         return problems
-    for key, what, fix in (
-        ("paused", "the watchdog is paused", "sparkfleet-watchdog resume"),
-        ("gave_up", "the watchdog gave up", "fix the cause, then sparkfleet-watchdog clear"),
-        ("reboot_required", "a node needs a reboot", "reboot it, then sparkfleet-watchdog clear"),
-        ("held", "the watchdog is held by a run changing the cluster", "let that run finish"),
-        ("drill", "another drill is marked as running", "-e drill_cleanup_only=true"),
-    ):
-        if status.get(key):
-            detail = status[key] if isinstance(status[key], str) else status[key].get("reason", "")
-            problems.append(f"refused: {what} ({detail}); drills need a watchdog that acts: {fix}")
+    for what, detail, fix in _control.blockers(status):
+        problems.append(f"refused: {what} ({detail}); drills need a watchdog that acts: {fix}")
     obs = status.get("last_observation") or {}
     last = status.get("last_decision") or {}
     # A restart that just ended healthy is recorded after its observation (the crash it

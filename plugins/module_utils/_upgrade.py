@@ -14,6 +14,8 @@ last known-good one command away, and the result's Markdown.
 
 from __future__ import annotations
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _control
+
 RECORD_VERSION = 1
 # What a known-good record must hold to be returned to (rollback.yml refuses anything else).
 RECORD_FIELDS = {
@@ -130,3 +132,62 @@ def markdown(run, known_good_row, candidate_row, result):
         lines.append("| " + " | ".join(_cell(c if c is not None else "-") for c in cells) + " |")
     lines += ["", result["line"], ""]
     return "\n".join(lines)
+
+
+def _short(image_id):
+    return (image_id or "")[:19]
+
+
+def problems(image, images, running_id, status, healthy, max_slowdown, archive=""):
+    """Why this upgrade must not start (messages; empty when it may).
+
+    image: upgrade_image. images: {host: {"exists": bool, "id": str}} of that image on every
+    node (docker image inspect). running_id: the image id the head's rank runs now. status:
+    the head's `sparkfleet-watchdog status` (None: unreadable). healthy: the head's /health
+    answered 200 just now. archive: upgrade_image_archive (a node without the image gets it
+    from there).
+    """
+    out = []
+    if not image:
+        out.append(
+            "upgrade_image is not set: name the engine image to try, -e upgrade_image=<tag or id>"
+        )
+    try:
+        bound = float(max_slowdown)
+        if not 0 <= bound < 1:
+            raise ValueError
+    except (TypeError, ValueError):
+        out.append(
+            f"upgrade_max_slowdown={max_slowdown!r} is not a fraction in [0, 1): "
+            "set it like 0.05 (5 %)"
+        )
+    missing = sorted(h for h, i in (images or {}).items() if not (i or {}).get("exists"))
+    if image and missing and not archive:
+        for host in missing:
+            out.append(
+                f"{host}: the image {image} is not present (docker image inspect); pull it on "
+                "every node, or give -e upgrade_image_archive=<a docker save tarball on the head>"
+            )
+    ids = {h: i.get("id") for h, i in (images or {}).items() if (i or {}).get("exists")}
+    if len(set(ids.values())) > 1:
+        listed = ", ".join(f"{h} {_short(i)}" for h, i in sorted(ids.items()))
+        out.append(
+            f"the image {image} is not the same on every node ({listed}): pull the same tag "
+            "everywhere, or name the image by its id"
+        )
+    if image and ids and not missing and set(ids.values()) == {running_id}:
+        out.append(f"the cluster already runs {image} ({_short(running_id)}): nothing to upgrade")
+    if status is None:
+        out.append(
+            "the watchdog's state cannot be read on the head (sparkfleet-watchdog status): "
+            "run site.yml first"
+        )
+    else:
+        for what, detail, fix in _control.blockers(status):
+            out.append(f"{what} ({detail}): an upgrade pauses a watchdog that acts; {fix}")
+    if not healthy:
+        out.append(
+            "the cluster is not healthy (the head's /health is not 200): an upgrade measures "
+            "the running cluster as its known-good first; heal it (site.yml) and run again"
+        )
+    return out

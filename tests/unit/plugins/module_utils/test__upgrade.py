@@ -152,3 +152,83 @@ def test_the_result_shows_both_sets_of_figures_and_the_decision():
     assert "| new | OK (12.0 s) | OK | 30.0 tok/s (median of 3 runs) | OK (5/5 sequential) |" in md
     assert "- max slowdown: 5%" in md
     assert result["line"] in md and result["decision"] == "rolled back"
+
+
+OLD = "sha256:" + "0" * 64
+NEW = "sha256:" + "1" * 64
+BOTH = {"spark-1": {"exists": True, "id": NEW}, "spark-2": {"exists": True, "id": NEW}}
+QUIET = {"paused": None, "gave_up": None, "reboot_required": None, "held": None, "drill": None}
+
+
+def problems(**kwargs):
+    args = {
+        "image": "sglang:0.5.12",
+        "images": BOTH,
+        "running_id": OLD,
+        "status": QUIET,
+        "healthy": True,
+        "max_slowdown": 0.05,
+    }
+    args.update(kwargs)
+    return _upgrade.problems(**args)
+
+
+def test_a_healthy_cluster_and_the_same_new_image_everywhere_may_upgrade():
+    assert problems() == []
+
+
+def test_no_image_is_named():
+    assert problems(image="", images={}) == [
+        "upgrade_image is not set: name the engine image to try, -e upgrade_image=<tag or id>"
+    ]
+
+
+def test_a_node_without_the_image_is_named_unless_an_archive_brings_it():
+    images = dict(BOTH, **{"spark-2": {"exists": False}})
+    assert problems(images=images) == [
+        "spark-2: the image sglang:0.5.12 is not present (docker image inspect); pull it on every "
+        "node, or give -e upgrade_image_archive=<a docker save tarball on the head>"
+    ]
+    assert problems(images=images, archive="/srv/sglang-0.5.12.tar") == []
+
+
+def test_different_ids_on_the_nodes_are_named():
+    images = dict(BOTH, **{"spark-2": {"exists": True, "id": OLD}})
+    got = problems(images=images)
+    assert got == [
+        "the image sglang:0.5.12 is not the same on every node (spark-1 sha256:111111111111, "
+        "spark-2 sha256:000000000000): pull the same tag everywhere, or name the image by its id"
+    ]
+
+
+def test_the_image_already_running_is_not_an_upgrade():
+    assert problems(running_id=NEW) == [
+        "the cluster already runs sglang:0.5.12 (sha256:111111111111): nothing to upgrade"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("paused", "paused (canary R1)", "the watchdog is paused (paused (canary R1))"),
+        ("gave_up", "2026-12-06 GAVE UP", "the watchdog gave up"),
+        ("reboot_required", {"reason": "spark-2 short"}, "a node needs a reboot (spark-2 short)"),
+        ("held", {"reason": "site.yml"}, "held by a run changing the cluster (site.yml)"),
+        ("drill", "R2/head_kill", "a fault drill is marked as running (R2/head_kill)"),
+    ],
+)
+def test_a_watchdog_that_does_not_act_refuses(key, value, says):
+    got = problems(status=dict(QUIET, **{key: value}))
+    assert len(got) == 1 and says in got[0], got
+
+
+def test_every_reason_at_once():
+    got = problems(
+        image="sglang:0.5.12",
+        images={"spark-1": {"exists": False}},
+        status=None,
+        healthy=False,
+        max_slowdown=1.5,
+    )
+    assert [p.split(" ")[0] for p in got] == ["upgrade_max_slowdown=1.5", "spark-1:", "the", "the"]
+    assert "cannot be read on the head" in got[2] and "not healthy" in got[3]
