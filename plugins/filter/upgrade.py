@@ -24,9 +24,14 @@ def upgrade_record_problems(record, where="the known-good record"):
     return _upgrade.record_problems(record, where)
 
 
-def upgrade_markdown(run, known_good_row, candidate_row, result):
+def upgrade_markdown(run, known_good_row, candidate_row, result, error=""):
     """The upgrade's result as Markdown."""
-    return _upgrade.markdown(run, known_good_row, candidate_row, result)
+    return _upgrade.markdown(run, known_good_row, candidate_row, result, error)
+
+
+def upgrade_problems(image, images, running_id, status, healthy, max_slowdown, archive=""):
+    """Why this upgrade must not start (messages; [] when it may)."""
+    return _upgrade.problems(image, images, running_id, status, healthy, max_slowdown, archive)
 
 
 class FilterModule:
@@ -35,4 +40,5 @@ class FilterModule:
             "upgrade_verdict": upgrade_verdict,
             "upgrade_record_problems": upgrade_record_problems,
             "upgrade_markdown": upgrade_markdown,
+            "upgrade_problems": upgrade_problems,
         }

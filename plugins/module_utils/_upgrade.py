@@ -113,8 +113,9 @@ def _cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(run, known_good_row, candidate_row, result):
-    """The upgrade's result: what was tried, the two sets of figures, the decision."""
+def markdown(run, known_good_row, candidate_row, result, error=""):
+    """The upgrade's result: what was tried, the two sets of figures, the decision (and the
+    error that stopped the try, when one did)."""
     lines = [f"# Engine upgrade {run.get('run_id', '')} on {run.get('cluster', '')}".rstrip(), ""]
     lines.append(f"- known-good: `{run.get('from_image')}` ({run.get('from_image_id')})")
     lines.append(f"- tried: `{run.get('to_image')}` ({run.get('to_image_id')})")
@@ -131,6 +132,8 @@ def markdown(run, known_good_row, candidate_row, result):
         cells.append(row.get("stability"))
         lines.append("| " + " | ".join(_cell(c if c is not None else "-") for c in cells) + " |")
     lines += ["", result["line"], ""]
+    if error:
+        lines += [f"The try stopped: {error.strip()}", ""]
     return "\n".join(lines)
 
 

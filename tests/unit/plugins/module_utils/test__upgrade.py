@@ -154,6 +154,16 @@ def test_the_result_shows_both_sets_of_figures_and_the_decision():
     assert result["line"] in md and result["decision"] == "rolled back"
 
 
+def test_the_result_of_a_try_that_stopped_names_the_error_and_shows_the_known_good_only():
+    line = "Decision: refused before anything stopped: x."
+    result = {"decision": "refused", "reasons": ["x"], "line": line}
+    run = {"run_id": "R2", "cluster": "rack7", "max_slowdown": 0.05}
+    md = _upgrade.markdown(run, KNOWN_GOOD, {}, result, "Apply the patches failed: anchor moved\n")
+    assert "| known-good |" in md and "| new |" not in md
+    assert md.endswith("The try stopped: Apply the patches failed: anchor moved\n")
+    assert "The try stopped" not in _upgrade.markdown(run, KNOWN_GOOD, {}, result)
+
+
 OLD = "sha256:" + "0" * 64
 NEW = "sha256:" + "1" * 64
 BOTH = {"spark-1": {"exists": True, "id": NEW}, "spark-2": {"exists": True, "id": NEW}}
