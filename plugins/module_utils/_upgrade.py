@@ -145,7 +145,8 @@ def problems(image, images, running_id, status, healthy, max_slowdown, archive="
     """Why this upgrade must not start (messages; empty when it may).
 
     image: upgrade_image. images: {host: {"exists": bool, "id": str}} of that image on every
-    node (docker image inspect). running_id: the image id the head's rank runs now. status:
+    node (the converge probe's reading; {"exists": None, "error": str} when docker could not
+    say). running_id: the image id the head's rank runs now. status:
     the head's `sparkfleet-watchdog status` (None: unreadable). healthy: the head's /health
     answered 200 just now. archive: upgrade_image_archive (a node without the image gets it
     from there).
@@ -164,7 +165,15 @@ def problems(image, images, running_id, status, healthy, max_slowdown, archive="
             f"upgrade_max_slowdown={max_slowdown!r} is not a fraction in [0, 1): "
             "set it like 0.05 (5 %)"
         )
-    missing = sorted(h for h, i in (images or {}).items() if not (i or {}).get("exists"))
+    unread = sorted(h for h, i in (images or {}).items() if (i or {}).get("error"))
+    for host in unread:
+        out.append(
+            f"{host}: docker could not say whether {image} is there ({images[host]['error']}): "
+            "fix docker on that node and run again"
+        )
+    missing = sorted(
+        h for h, i in (images or {}).items() if not (i or {}).get("exists") and h not in unread
+    )
     if image and missing and not archive:
         for host in missing:
             out.append(

@@ -202,6 +202,15 @@ def test_a_node_without_the_image_is_named_unless_an_archive_brings_it():
     assert problems(images=images, archive="/srv/sglang-0.5.12.tar") == []
 
 
+def test_a_node_where_docker_could_not_say_is_named_with_its_error():
+    images = {**BOTH, "spark-2": {"exists": None, "error": "docker image inspect: daemon down"}}
+    out = problems(images=images, archive="/srv/new.tar")
+    assert out == [
+        "spark-2: docker could not say whether sglang:0.5.12 is there "
+        "(docker image inspect: daemon down): fix docker on that node and run again"
+    ]
+
+
 def test_different_ids_on_the_nodes_are_named():
     images = dict(BOTH, **{"spark-2": {"exists": True, "id": OLD}})
     got = problems(images=images)
