@@ -12,11 +12,13 @@ INVENTORY ?= inventory/sim
 # The twin's inventories vault their (fake) secrets like a real cluster would.
 VAULT := $(if $(findstring inventory/sim,$(INVENTORY)),--vault-password-file twin/vault-password)
 S ?=
-# The 4-node twin's scenario, the 2-node twins' scenarios and the checks run in three lanes
-# at once (tools/lanes.sh; most of a scenario's wall time is waiting on its twin);
+# The 4-node twin's scenario, the 2-node twin's scenarios, and the checks followed by the
+# ssh twin's scenario run in three lanes at once (tools/lanes.sh; most of a scenario's wall
+# time is waiting on its twin; each twin has its own names and subnets);
 # S=<scenario ...> runs the named ones one after another.
 QUAD := default
-PAIR := two_node canary ssh
+PAIR := two_node canary
+AFTER_CHECKS := ssh
 # The 4-node lane is the suite's critical path: the other lanes' controller processes
 # (ansible, pytest, linters) yield the CPU to it and use what it leaves while it waits
 # on the twin. The twins' own processes run under dockerd, at normal priority.
@@ -70,11 +72,12 @@ role-docs: setup ## Write roles/*/README.md from each role's meta/argument_specs
 twin: images ## Tests of the SGLang stand-in image itself
 	$(VENV)/python -m pytest tests/twin -q
 
-molecule: images ## Molecule scenarios on the simulated clusters, 4-node and 2-node lanes at once (S=<scenario> for one)
+molecule: images ## Molecule scenarios on the simulated clusters, 4-node, 2-node and ssh lanes at once (S=<scenario> for one)
 ifneq ($(S),)
 	@bash tools/scenarios.sh $(S)
 else
-	@bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' pair '$(PAIR_NICE) bash tools/scenarios.sh $(PAIR)'
+	@bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' pair '$(PAIR_NICE) bash tools/scenarios.sh $(PAIR)' \
+	  ssh '$(PAIR_NICE) bash tools/scenarios.sh $(AFTER_CHECKS)'
 endif
 
 checks: setup ## lint, sanity, unit and twin, each timed (each runs; fails if any failed)
@@ -86,8 +89,8 @@ test: setup images ## Everything CI runs: the 4-node scenario, the 2-node scenar
 	@rm -f .cache/stages.log; status=0; \
 	bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' \
 	  pair '$(PAIR_NICE) bash tools/scenarios.sh $(PAIR)' \
-	  checks '$(PAIR_NICE) $(MAKE) --no-print-directory checks' || status=1; \
-	echo "== stages (wall time; the two lanes overlap)"; cat .cache/stages.log; \
+	  checks '$(PAIR_NICE) $(MAKE) --no-print-directory checks; c=$$?; $(PAIR_NICE) bash tools/scenarios.sh $(AFTER_CHECKS) && exit $$c' || status=1; \
+	echo "== stages (wall time; the lanes overlap)"; cat .cache/stages.log; \
 	bash tools/failed-tails.sh; exit $$status
 
 bench: setup ## The collection's own speed on the twin: 2, 4, 8 nodes (BENCH_RUNS=3, BENCH_SIZES=2,4,8); bench/results/ + docs/benchmarks.md
