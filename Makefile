@@ -24,6 +24,10 @@ AFTER_CHECKS := ssh
 # on the twin. The twins' own processes run under dockerd, at normal priority.
 PAIR_NICE := nice -n 5
 CHECKS := lint sanity unit twin
+# Each lane's command, written once for `make molecule` and `make test`.
+LANE_QUAD := bash tools/scenarios.sh $(QUAD)
+LANE_PAIR := $(PAIR_NICE) bash tools/scenarios.sh $(PAIR)
+LANE_SSH := $(PAIR_NICE) bash tools/scenarios.sh $(AFTER_CHECKS)
 
 .PHONY: help setup images demo demo-down status lint sanity unit profile-spec role-docs twin molecule checks test bench bench-engine clean
 
@@ -76,8 +80,7 @@ molecule: images ## Molecule scenarios on the simulated clusters, 4-node, 2-node
 ifneq ($(S),)
 	@bash tools/scenarios.sh $(S)
 else
-	@bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' pair '$(PAIR_NICE) bash tools/scenarios.sh $(PAIR)' \
-	  ssh '$(PAIR_NICE) bash tools/scenarios.sh $(AFTER_CHECKS)'
+	@bash tools/lanes.sh quad '$(LANE_QUAD)' pair '$(LANE_PAIR)' ssh '$(LANE_SSH)'
 endif
 
 checks: setup ## lint, sanity, unit and twin, each timed (each runs; fails if any failed)
@@ -87,9 +90,8 @@ checks: setup ## lint, sanity, unit and twin, each timed (each runs; fails if an
 
 test: setup images ## Everything CI runs: the 4-node scenario, the 2-node scenarios and the checks, each in its lane
 	@rm -f .cache/stages.log; status=0; \
-	bash tools/lanes.sh quad 'bash tools/scenarios.sh $(QUAD)' \
-	  pair '$(PAIR_NICE) bash tools/scenarios.sh $(PAIR)' \
-	  checks '$(PAIR_NICE) $(MAKE) --no-print-directory checks; c=$$?; $(PAIR_NICE) bash tools/scenarios.sh $(AFTER_CHECKS) && exit $$c' || status=1; \
+	bash tools/lanes.sh quad '$(LANE_QUAD)' pair '$(LANE_PAIR)' \
+	  checks '$(PAIR_NICE) $(MAKE) --no-print-directory checks; c=$$?; $(LANE_SSH) || c=1; exit $$c' || status=1; \
 	echo "== stages (wall time; the lanes overlap)"; cat .cache/stages.log; \
 	bash tools/failed-tails.sh; exit $$status
 

@@ -280,3 +280,46 @@ def test_head_health_uses_the_collections_api_client():
     assert wd._health.SGLangClient.__module__.endswith("_health")
     # Nothing answers: 0, never an exception.
     assert cluster.head_health() == 0
+
+
+def _ssh_argv(tmp_path, monkeypatch, verb):
+    """The argv Cluster.run hands to subprocess for a worker's verb."""
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append(argv)
+        return wd.subprocess.CompletedProcess(argv, 0, "running current\n", "")
+
+    monkeypatch.setattr(wd.subprocess, "run", fake_run)
+    monkeypatch.setattr(wd, "which", lambda name: "/usr/bin/" + name)
+    cfg = {
+        "run_dir": str(tmp_path / "run"),
+        "command_timeout_s": 120,
+        "launcher": "/usr/local/sbin/sparkfleet-sglang",
+        "ranks": [{"rank": 0, "host": "h", "address": "10.0.0.1"}],
+        "ssh": {"user": "sparkfleet", "key": "/k", "known_hosts": "/kh", "connect_timeout_s": 5},
+    }
+    cluster = wd.Cluster(cfg, lambda *a: None)
+    rc = cluster.run({"rank": 1, "host": "w", "address": "10.0.0.2"}, *verb)
+    assert rc == (0, "running current", "")
+    return calls[0]
+
+
+def test_status_reads_share_one_ssh_connection_per_worker(tmp_path, monkeypatch):
+    argv = _ssh_argv(tmp_path, monkeypatch, ["status"])
+    control = tmp_path / "run" / "ssh"
+    options = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-o"]
+    assert "ControlMaster=auto" in options
+    assert f"ControlPath={control}/%C" in options
+    assert "ControlPersist=120" in options
+    assert "ServerAliveInterval=5" in options and "ServerAliveCountMax=2" in options
+    assert "StrictHostKeyChecking=yes" in options and "BatchMode=yes" in options
+    assert argv[-2:] == ["sparkfleet@10.0.0.2", "status"]
+    assert control.is_dir() and control.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("verb", [["start"], ["stop"], ["check"], ["memcheck"], ["tail", "50"]])
+def test_actions_open_their_own_ssh_connection(tmp_path, monkeypatch, verb):
+    argv = _ssh_argv(tmp_path, monkeypatch, verb)
+    assert not any(arg.startswith(("Control", "ServerAlive")) for arg in argv)
+    assert argv[-1] == " ".join(verb)
