@@ -90,14 +90,6 @@ KINDS = (
 BAD = (CRASH, WEDGED)
 # What ssh(1) and a timed-out command return: the node did not answer.
 NO_ANSWER = (255, 124)
-# The watchdog reads every worker's `status` each interval. Those reads share one ssh
-# connection per worker (a master under run_dir/ssh, kept this long after its last use: past
-# the next cron minute), so a read costs the launcher's work, not a key exchange on both ends
-# (measured on the twin: 182 -> 70 ms of CPU). Only `status` uses it: a master that loses its
-# worker is dropped after ServerAlive's missed answers, taking its sessions with it, which
-# must never cut a start or a stop in half.
-SSH_SHARED_VERBS = ("status",)
-SSH_PERSIST_S = 120
 
 # The patched SGLang watchdog (HARDEN-PATCH watchdog_stack_dump) logs this line
 # before every thread's stack; upstream's own timeout line names the watchdog.
@@ -467,7 +459,6 @@ class Cluster:
                 f"ConnectTimeout={ssh['connect_timeout_s']}",
                 "-o",
                 "LogLevel=ERROR",
-                *self.shared_connection(verb),
                 "{}@{}".format(ssh["user"], rank["address"]),
                 " ".join(verb),
             ]
@@ -488,24 +479,6 @@ class Cluster:
                 ),
             )
         return res.returncode, res.stdout.strip(), res.stderr.strip()
-
-    def shared_connection(self, verb):
-        """ssh options that make this verb's call share the worker's connection (see
-        SSH_SHARED_VERBS); none for the others."""
-        if verb[0] not in SSH_SHARED_VERBS:
-            return []
-        control_dir = os.path.join(self.cfg["run_dir"], "ssh")
-        os.makedirs(control_dir, mode=0o700, exist_ok=True)
-        os.chmod(control_dir, 0o700)
-        alive_s = self.cfg["ssh"]["connect_timeout_s"]
-        options = {
-            "ControlMaster": "auto",
-            "ControlPath": os.path.join(control_dir, "%C"),
-            "ControlPersist": SSH_PERSIST_S,
-            "ServerAliveInterval": alive_s,
-            "ServerAliveCountMax": 2,
-        }
-        return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
 
     def each(self, ranks, *verb, timeout=None):
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(ranks))) as pool:
