@@ -40,6 +40,7 @@ class StreamClock:
         self.frozen_at = None
         self.changed = threading.Condition()
         self.stream = threading.Lock()  # one stream at a time: the next waits for this thaw
+        self.missed = []  # waits the client never answered (its clock is not this one)
 
     def __call__(self):
         with self.changed:
@@ -57,7 +58,9 @@ class StreamClock:
 
     def wait_for_calls(self, count, timeout=5.0):
         with self.changed:
-            self.changed.wait_for(lambda: self.calls >= count, timeout)
+            if not self.changed.wait_for(lambda: self.calls >= count, timeout):
+                # the engine fixture fails the test: its rates were measured on another clock
+                self.missed.append(f"{self.calls} clock calls, waited {timeout} s for {count}")
 
     def advance(self, seconds):
         with self.changed:
@@ -250,6 +253,9 @@ def engine():
     state.clock = CLOCKS[state.url] = StreamClock()
     yield state
     del CLOCKS[state.url]
+    assert not state.clock.missed, (
+        f"the client did not read the stream on the engine's clock: {state.clock.missed}"
+    )
     server.shutdown()
     server.server_close()
 
@@ -836,6 +842,22 @@ def test_streaming_without_usage_counts_chunks(engine):
     assert run_["completion_tokens"] == 6
     # 5 chunk gaps of 0.05 s: 20 chunks/s (usage-based would be ~44)
     assert report["decode_tokens_per_s"] == pytest.approx(20.0, rel=1e-3)
+
+
+def test_decode_rate_does_not_depend_on_when_the_client_reads(engine):
+    # A loaded machine: the client gets the CPU 30 ms after each line arrives. Measured on
+    # arrival times the 0.02 s gaps would stretch or shrink; on the engine's clock they do not.
+    clock = engine.clock
+
+    def late_clock():
+        time.sleep(0.03)
+        return clock()
+
+    CLOCKS[engine.url] = late_clock
+    engine.chunks = 5
+    report = run(engine.url, ["decode"], decode_runs=1)
+    assert report["passed"] is True, report["msg"]
+    assert report["decode_tokens_per_s"] == pytest.approx(50.0, rel=1e-3)
 
 
 def test_streaming_with_usage_counts_tokens(engine):
