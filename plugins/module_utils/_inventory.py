@@ -44,7 +44,26 @@ CLUSTER_VARS = {
     "sglang_profile": "cluster",
     "sglang_profile_overrides": "cluster",
     "cluster_name": "cluster",
+    # The cluster's control programs and description: every role that runs or writes
+    # one reads these names (the remote forced command, the canary, drills, upgrades).
+    "sglang_node_bin": "cluster",
+    "watchdog_cluster_bin": "cluster",
+    "watchdog_bin": "cluster",
+    "watchdog_config_file": "cluster",
+    "watchdog_lib_dir": "cluster",
+    "watchdog_state_dir": "cluster",
+    "cluster_production_bin": "cluster",
 }
+# The control paths among them (absolute paths, checked so).
+CONTROL_PATHS = (
+    "sglang_node_bin",
+    "watchdog_cluster_bin",
+    "watchdog_bin",
+    "watchdog_config_file",
+    "watchdog_lib_dir",
+    "watchdog_state_dir",
+    "cluster_production_bin",
+)
 CLUSTER_WIDE = tuple(var for var, scope in CLUSTER_VARS.items() if scope == "cluster")
 # Flags the collection derives per node or from dedicated fields; an extra_args
 # copy would fight the derived one. The profile schema marks which (owned_flags).
@@ -314,6 +333,30 @@ def _check_nics(nodes, report):
                 f"is {root!r}",
                 "give an absolute path (/sys/class/infiniband)",
             )
+
+
+def _check_control_paths(node, report):
+    """The control programs' paths: absolute and distinct (cluster-wide, so one node's)."""
+    seen = {}
+    for var in CONTROL_PATHS:
+        path = node.get(var)
+        if path is None:  # not in scope (a play without the cluster role): nothing to check
+            continue
+        if not posixpath.isabs(str(path)) or posixpath.normpath(str(path)) in ("/", "//"):
+            report.error(
+                node["host"],
+                var,
+                f"is {path!r}, not an absolute file path",
+                "give an absolute path, or remove it for the default (roles/cluster)",
+            )
+        elif path in seen:
+            report.error(
+                node["host"],
+                var,
+                f"is {path!r}, the same file as {seen[path]}",
+                "give each control program and the description a path of its own",
+            )
+        seen.setdefault(path, var)
 
 
 FUNCTION_KEYS = ("hca", "iface", "ipv4", "subnet")
@@ -856,6 +899,7 @@ def check_cluster(nodes, engine, api_key_set=False):
     _check_nics(nodes, report)
     _check_functions(nodes, report)
     _check_roce(nodes[0], report)
+    _check_control_paths(nodes[0], report)
     _check_url_vars(nodes, report)
     head = next((h for h, r in ranks.items() if r == 0), nodes[0]["host"])
     _check_engine(head, engine or {}, len(nodes), api_key_set, report)

@@ -134,6 +134,61 @@ def test_production_is_restored_healthy_with_its_env_fact(results):
     assert started[WORKER] < started[HEAD]
 
 
+def test_production_was_stopped_and_started_by_the_clusters_control_program(results):
+    """sparkfleet-cluster's compose driver did it: its log on the head, the forced command's on
+    the worker, in production's order; nothing else starts production."""
+    head, worker = node(HEAD), node(WORKER)
+    desc = json.loads(head.file("/var/lib/sparkfleet/canary/production.json").content_string)
+    assert desc["driver"] == {
+        "kind": "compose",
+        "program": "/usr/local/sbin/sparkfleet-production",
+        "order": PROD["order"],
+    }
+    own = json.loads(head.file("/etc/sparkfleet/cluster.json").content_string)
+    assert desc["ranks"] == own["ranks"] and desc["lock_file"] == own["lock_file"]
+    for host in (head, worker):
+        program = host.file("/usr/local/sbin/sparkfleet-production")
+        assert (program.user, program.mode) == ("root", 0o755)
+        assert PROD["project_dir"] in program.content_string
+    run = results["run_id"]
+    stamp = f"{run[0:4]}-{run[4:6]}-{run[6:8]}T{run[9:11]}:{run[11:13]}:{run[13:15]}"
+    log = [
+        line
+        for line in head.file("/var/log/sparkfleet/cluster.log").content_string.splitlines()
+        if line[:19] >= stamp
+    ]
+    said = [re.sub(r"^\S+ \S+ \S+: ", "", line) for line in log]
+    stop = said.index("deliberate stop of every rank (compose driver)")
+    start = said.index(f"start of every rank (compose driver, {PROD['order']})", stop)
+    first, second = (WORKER, HEAD) if PROD["order"] == "workers_first" else (HEAD, WORKER)
+    assert said[start + 1 : start + 3] == [
+        f"started {first} (rank {NODES[first]['spark_rank']})",
+        f"started {second} (rank {NODES[second]['spark_rank']})",
+    ]
+    remote = [
+        line
+        for line in worker.file("/var/log/sparkfleet/remote.log").content_string.splitlines()
+        if line[:19] >= stamp
+    ]
+    verbs = [re.sub(r"^\S+ sparkfleet-remote: (.*) \(from .*$", r"\1", line) for line in remote]
+    assert verbs[:2] == ["production stop", "production start"], remote
+
+
+def test_the_workers_key_runs_no_other_compose_verb():
+    head, worker = node(HEAD), node(WORKER)
+    own = json.loads(head.file("/etc/sparkfleet/cluster.json").content_string)
+    ssh = own["ssh"]
+    address = next(r["address"] for r in own["ranks"] if r["host"] == WORKER)
+    res = head.run(
+        f"ssh -i {ssh['key']} -o IdentitiesOnly=yes -o BatchMode=yes "
+        f"-o UserKnownHostsFile={ssh['known_hosts']} {ssh['user']}@{address} 'production down'"
+    )
+    assert res.rc == 126, (res.rc, res.stderr)
+    assert (
+        "REFUSED 'production down'" in worker.file("/var/log/sparkfleet/remote.log").content_string
+    )
+
+
 def test_production_was_measured_the_same_way_and_lost_nothing(results):
     prod = results["production"]
     assert prod["exact_math"] == "OK"

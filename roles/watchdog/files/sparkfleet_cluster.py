@@ -9,8 +9,11 @@ wrappers that run it as `python3 sparkfleet_cluster.py cluster|watchdog ARGS`:
       The one ordered restart of the cluster: check that every rank can start
       (nothing is stopped otherwise), stop every rank, start the workers from
       rank N-1 down to 1, the head last, wait for the head's /health. The
-      bring-up of site.yml, restart.yml and the watchdog all call it. Workers are
-      reached over SSH with a key that can run only their launcher's verbs.
+      bring-up of site.yml, restart.yml and the watchdog all call it; the canary
+      stops and starts its production engine with it (a compose driver when that
+      engine is a compose project: SPARKFLEET_CLUSTER_CONFIG names its description).
+      Workers are reached over SSH with a key that can run only their launcher's
+      verbs (and the production program's).
 
   sparkfleet-watchdog run|status|pause|resume|hold|release|clear
       Run by cron every minute; observes the cluster several times inside its
@@ -428,19 +431,50 @@ def which(name):
     return found
 
 
+# What runs a rank's verbs (start, stop, status, check, memcheck, tail): its driver.
+# "launcher": this collection's engine launcher on every node (cfg["launcher"]); the
+# workers' forced command runs the verb itself. "compose": another production engine,
+# a docker compose project per node (the canary's production), run by the program the
+# driver names on every node (installed by the canary role); the workers' forced command
+# runs it for the verbs prefixed with "production".
+DRIVERS = {"launcher": (), "compose": ("production",)}
+# Start orders: the cluster's own is workers N-1..1, then the head (rank 0 joins last);
+# a compose production may be described head first.
+ORDERS = ("workers_first", "head_first")
+
+
+def driver_of(cfg):
+    """(kind, local program, remote verb prefix, start order) of a cluster description."""
+    driver = cfg.get("driver") or {"kind": "launcher"}
+    kind = driver.get("kind", "launcher")
+    if kind not in DRIVERS:
+        raise ValueError(f"driver {kind!r} is not one of {', '.join(DRIVERS)}")
+    order = driver.get("order", "workers_first")
+    if order not in ORDERS:
+        raise ValueError(f"driver order {order!r} is not one of {', '.join(ORDERS)}")
+    program = cfg.get("launcher") if kind == "launcher" else driver["program"]
+    return kind, program, DRIVERS[kind], order
+
+
 class Cluster:
-    """The ranks of one cluster, driven through each node's launcher."""
+    """The ranks of one cluster, driven through each node's launcher (or another driver)."""
 
     def __init__(self, cfg, log, clock=Clock):
         self.cfg, self.log, self.clock = cfg, log, clock
         self.ranks = sorted(cfg["ranks"], key=lambda r: r["rank"])
         self.head = self.ranks[0]
         self.workers = self.ranks[1:]
+        self.driver, self.program, self.remote_prefix, self.order = driver_of(cfg)
+
+    def start_order(self):
+        """The ranks in the order they start: workers N-1..1 then the head, or the reverse."""
+        ranks = [*reversed(self.workers), self.head]
+        return ranks if self.order == "workers_first" else list(reversed(ranks))
 
     def run(self, rank, *verb, timeout=None):
-        """(rc, stdout, stderr) of the launcher verb on that rank."""
+        """(rc, stdout, stderr) of the driver's verb on that rank."""
         if rank["rank"] == 0:
-            argv = [self.cfg["launcher"], *verb]
+            argv = [self.program, *verb]
         else:
             ssh = self.cfg["ssh"]
             argv = [
@@ -460,7 +494,7 @@ class Cluster:
                 "-o",
                 "LogLevel=ERROR",
                 "{}@{}".format(ssh["user"], rank["address"]),
-                " ".join(verb),
+                " ".join([*self.remote_prefix, *verb]),
             ]
         try:
             res = subprocess.run(
@@ -600,8 +634,19 @@ class Cluster:
         self.log(msg, "WARNING")
         return EX_UNREACHABLE, msg
 
+    def only_stop_start(self):
+        """(EX_REFUSED, message) when the driver runs no launcher checks (compose), else None."""
+        if self.driver == "launcher":
+            return None
+        return EX_REFUSED, (
+            f"the {self.driver} driver stops and starts its engine only (stop, start): "
+            "check and restart run the collection's launcher checks"
+        )
+
     def restart(self, reason, wait_s):
         """The ordered restart. Returns (exit code, message); its outcome goes to the textfile."""
+        if self.only_stop_start():
+            return self.only_stop_start()
         started, t0 = self.clock.time(), self.clock.monotonic()
         rc, msg = self._restart(reason, wait_s)
         if rc != EX_BUSY:
@@ -686,37 +731,54 @@ class Cluster:
                 msg = "REBOOT REQUIRED, nothing started: " + "; ".join(short)
                 self.log(msg, "ERROR")
                 return EX_MEMORY, msg
-            for rank in [*list(reversed(self.workers)), self.head]:
-                rc, _out, err = self.run(rank, "start")
-                lost = self.unreached("start", {rank["host"]: (rc, _out, err)})
-                if lost:
-                    return lost
-                if rc != 0:
-                    why = err or f"rc={rc}"
-                    msg = f"start of {rank['host']} (rank {rank['rank']}) failed: {why}"
-                    self.log(msg, "ERROR")
-                    return EX_FAILED, msg
-                self.log(f"started {rank['host']} (rank {rank['rank']})")
-            if wait_s <= 0:
-                return 0, "started every rank in %.1f s (not waiting for health)" % (
-                    self.clock.monotonic() - t0
-                )
-            if not self.wait_healthy(wait_s):
-                msg = f"started every rank, but the head did not answer /health within {wait_s} s"
+            return self._start(wait_s, t0, "restart")
+
+    def _start(self, wait_s, t0, what):
+        """Start every rank in the start order, one at a time, then wait for the head."""
+        for rank in self.start_order():
+            rc, _out, err = self.run(rank, "start")
+            lost = self.unreached("start", {rank["host"]: (rc, _out, err)})
+            if lost:
+                return lost
+            if rc != 0:
+                why = err or f"rc={rc}"
+                msg = f"start of {rank['host']} (rank {rank['rank']}) failed: {why}"
                 self.log(msg, "ERROR")
-                return EX_UNHEALTHY, msg
-            msg = "healthy %.1f s after the restart began" % (self.clock.monotonic() - t0)
-            self.log(msg)
-            return 0, msg
+                return EX_FAILED, msg
+            self.log(f"started {rank['host']} (rank {rank['rank']})")
+        if wait_s <= 0:
+            took, order = (
+                self.clock.monotonic() - t0,
+                " -> ".join(r["host"] for r in self.start_order()),
+            )
+            return 0, f"started every rank in {took:.1f} s ({order}; not waiting for health)"
+        if not self.wait_healthy(wait_s):
+            msg = f"started every rank, but the head did not answer /health within {wait_s} s"
+            self.log(msg, "ERROR")
+            return EX_UNHEALTHY, msg
+        msg = f"healthy {self.clock.monotonic() - t0:.1f} s after the {what} began"
+        self.log(msg)
+        return 0, msg
+
+    def start(self, wait_s):
+        """Start a stopped cluster in its order (after a deliberate stop: the canary's restore)."""
+        with flocked(self.cfg["lock_file"], self.cfg["lock_wait_s"]) as got:
+            if not got:
+                return EX_BUSY, "another cluster operation holds the lock"
+            self.log(f"start of every rank ({self.driver} driver, {self.order})")
+            return self._start(wait_s, self.clock.monotonic(), "start")
 
     def stop(self):
         with flocked(self.cfg["lock_file"], self.cfg["lock_wait_s"]) as got:
             if not got:
                 return EX_BUSY, "another cluster operation holds the lock"
             res = self.each(self.ranks, "stop")
-            failed = [f"{h}: {e}" for h, (rc, _o, e) in res.items() if rc != 0]
+            lost = self.unreached("stop", res)
+            if lost:
+                return lost
+            failed = [f"{h}: {e or f'rc={rc}'}" for h, (rc, _o, e) in res.items() if rc != 0]
             self.log(
-                "deliberate stop of every rank"
+                f"deliberate stop of every rank ({self.driver} driver)"
                 + (": failed on " + "; ".join(failed) if failed else "")
             )
             return (EX_FAILED, "; ".join(failed)) if failed else (0, "stopped")
@@ -1375,11 +1437,18 @@ def cluster_main(cfg, argv):
         "--wait", type=int, default=0, help="seconds to wait for the head's /health (0: do not)"
     )
     sub.add_parser("stop", help="deliberately stop every rank (the watchdog leaves it alone)")
+    start = sub.add_parser("start", help="start every rank in its order (after a stop)")
+    start.add_argument(
+        "--wait", type=int, default=0, help="seconds to wait for the head's /health (0: do not)"
+    )
     args = parser.parse_args(argv)
     cluster = Cluster(cfg, Log(cfg["cluster_log"], "sparkfleet-cluster", echo=args.cmd != "status"))
     if args.cmd == "status":
         print(json.dumps(cluster.states(), indent=2, sort_keys=True))
         return 0
+    if args.cmd == "check" and cluster.only_stop_start():
+        print(cluster.only_stop_start()[1], file=sys.stderr)
+        return EX_REFUSED
     if args.cmd == "check":
         refusals, results, booting = cluster.check()
         for line in refusals:
@@ -1392,6 +1461,8 @@ def cluster_main(cfg, argv):
         return lost[0] if lost else 0
     if args.cmd == "stop":
         rc, msg = cluster.stop()
+    elif args.cmd == "start":
+        rc, msg = cluster.start(args.wait)
     else:
         rc, msg = cluster.restart(args.reason, args.wait)
     print(msg, file=sys.stderr if rc else sys.stdout)

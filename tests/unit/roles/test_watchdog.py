@@ -280,3 +280,108 @@ def test_head_health_uses_the_collections_api_client():
     assert wd._health.SGLangClient.__module__.endswith("_health")
     # Nothing answers: 0, never an exception.
     assert cluster.head_health() == 0
+
+
+def _compose(order="workers_first", hosts=("spark-1", "spark-2", "spark-3")):
+    ranks = [{"rank": i, "host": h, "address": f"10.0.0.{i + 1}"} for i, h in enumerate(hosts)]
+    return {
+        "ranks": ranks,
+        "launcher": "/usr/local/sbin/sparkfleet-sglang",
+        "driver": {
+            "kind": "compose",
+            "program": "/usr/local/sbin/sparkfleet-production",
+            "order": order,
+        },
+        "ssh": {
+            "user": "sparkfleet",
+            "key": "/etc/sparkfleet/ssh/control_ed25519",
+            "known_hosts": "/etc/sparkfleet/ssh/known_hosts",
+            "connect_timeout_s": 5,
+        },
+        "command_timeout_s": 30,
+    }
+
+
+def test_the_compose_driver_runs_the_production_program_here_and_production_verbs_remotely(
+    monkeypatch,
+):
+    calls = []
+
+    def fake_run(argv, **_kw):
+        calls.append(argv)
+        return wd.subprocess.CompletedProcess(argv, 0, "stopped\n", "")
+
+    monkeypatch.setattr(wd.subprocess, "run", fake_run)
+    monkeypatch.setattr(wd, "which", lambda name: "/usr/bin/" + name)
+    cluster = wd.Cluster(_compose(), lambda *a, **k: None)
+    assert cluster.run(cluster.head, "stop") == (0, "stopped", "")
+    assert cluster.run(cluster.workers[1], "start") == (0, "stopped", "")
+    assert calls[0] == ["/usr/local/sbin/sparkfleet-production", "stop"]
+    # The worker's forced command gets "production start": the launcher is never named.
+    assert calls[1][0] == "/usr/bin/ssh" and calls[1][-2:] == [
+        "sparkfleet@10.0.0.3",
+        "production start",
+    ]
+    # The collection's own driver: the launcher here, the bare verb over SSH.
+    cfg = {**_compose(), "driver": {"kind": "launcher"}}
+    own = wd.Cluster(cfg, lambda *a, **k: None)
+    own.run(own.head, "status")
+    own.run(own.workers[0], "status")
+    assert calls[2] == ["/usr/local/sbin/sparkfleet-sglang", "status"]
+    assert calls[3][-1] == "status"
+
+
+@pytest.mark.parametrize(
+    ("order", "started"),
+    [
+        ("workers_first", ["spark-3", "spark-2", "spark-1"]),
+        ("head_first", ["spark-1", "spark-2", "spark-3"]),
+    ],
+)
+def test_start_brings_ranks_up_one_at_a_time_in_the_drivers_order(tmp_path, order, started):
+    cfg = {**_compose(order), "lock_file": str(tmp_path / "lock"), "lock_wait_s": 1}
+    log = []
+    cluster = _Answers({h: (0, "", "") for h in ("spark-1", "spark-2", "spark-3")})
+    cluster.cfg, cluster.log = cfg, lambda msg, level="INFO": log.append(msg)
+    cluster.driver, cluster.program, cluster.remote_prefix, cluster.order = wd.driver_of(cfg)
+    rc, msg = cluster.start(0)
+    assert rc == 0, msg
+    assert [line.split()[1] for line in log if line.startswith("started ")] == started
+    assert " -> ".join(started) in msg
+
+
+def test_start_stops_at_the_first_rank_that_fails_and_names_it(tmp_path):
+    cfg = {**_compose(), "lock_file": str(tmp_path / "lock"), "lock_wait_s": 1}
+    answers = {
+        "spark-1": (0, "", ""),
+        "spark-2": (1, "", "no such service"),
+        "spark-3": (0, "", ""),
+    }
+    cluster = _Answers(answers)
+    cluster.cfg = cfg
+    cluster.driver, cluster.program, cluster.remote_prefix, cluster.order = wd.driver_of(cfg)
+    started = []
+    cluster.log = lambda msg, level="INFO": started.append(msg)
+    rc, msg = cluster.start(0)
+    assert (rc, msg) == (wd.EX_FAILED, "start of spark-2 (rank 1) failed: no such service")
+    # spark-3 (rank 2) went first; the head never started after spark-2 failed.
+    assert [m for m in started if m.startswith("started")] == ["started spark-3 (rank 2)"]
+
+
+def test_the_compose_driver_refuses_the_launcher_checks_and_a_restart(tmp_path):
+    cfg = {**_compose(), "lock_file": str(tmp_path / "lock"), "lock_wait_s": 1}
+    cluster = wd.Cluster(cfg, lambda *a, **k: None)
+    rc, msg = cluster.restart("operator", 0)
+    assert rc == wd.EX_REFUSED and "stops and starts its engine only" in msg
+
+
+@pytest.mark.parametrize(
+    ("driver", "words"),
+    [
+        ({"kind": "systemd"}, "driver 'systemd' is not one of launcher, compose"),
+        ({"kind": "compose", "program": "/x", "order": "random"}, "order 'random'"),
+    ],
+)
+def test_an_unknown_driver_or_order_is_refused(driver, words):
+    with pytest.raises(ValueError, match=words):
+        wd.driver_of({"launcher": "/x", "driver": driver})

@@ -133,6 +133,23 @@ def test_a_good_cluster_has_no_problem_and_derives_the_order():
             "roce_gid_mode is 'guess'; fix: use discover or auto",
         ),
         (nodes(**{"1__roce_sysfs_root": "sys/class"}), ENGINE, "roce_sysfs_root is 'sys/class'"),
+        (
+            nodes(**{"1__watchdog_bin": "sparkfleet-watchdog"}),
+            ENGINE,
+            "spark-1: watchdog_bin is 'sparkfleet-watchdog', not an absolute file path; fix: give "
+            "an absolute path",
+        ),
+        (
+            nodes(
+                **{
+                    "1__sglang_node_bin": "/usr/local/sbin/sparkfleet",
+                    "1__cluster_production_bin": "/usr/local/sbin/sparkfleet",
+                }
+            ),
+            ENGINE,
+            "spark-1: cluster_production_bin is '/usr/local/sbin/sparkfleet', the same file as "
+            "sglang_node_bin",
+        ),
         (nodes(), engine(port=22), "sglang_engine.port is 22, used by sshd"),
         (nodes(), engine(dist_init_port=8081), "dist_init_port 8081 clashes with the API port"),
         (
