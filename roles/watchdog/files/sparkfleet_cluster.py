@@ -11,7 +11,7 @@ wrappers that run it as `python3 sparkfleet_cluster.py cluster|watchdog ARGS`:
       rank N-1 down to 1, the head last, wait for the head's /health. The
       bring-up of site.yml, restart.yml and the watchdog all call it; the canary
       stops and starts its production engine with it (a compose driver when that
-      engine is a compose project: SPARKFLEET_CLUSTER_CONFIG names its description).
+      engine is a compose project: SPARKFLEET_CLUSTER_DRIVER names a file with it).
       Workers are reached over SSH with a key that can run only their launcher's
       verbs (and the production program's).
 
@@ -62,6 +62,10 @@ except ImportError:  # the checkout's unit tests import this file from roles/wat
     from ansible_collections.sparkfleet.serving.plugins.module_utils import _health, _textfile
 
 CONFIG = os.environ.get("SPARKFLEET_CLUSTER_CONFIG", "/etc/sparkfleet/cluster.json")
+# A file of keys that replace the description's for one `sparkfleet-cluster` call: another
+# engine on the same ranks (the canary's compose production). Only these keys.
+DRIVER = os.environ.get("SPARKFLEET_CLUSTER_DRIVER", "")
+DRIVER_KEYS = ("driver", "command_timeout_s", "health_url")
 
 EX_REFUSED = 3  # a launcher refused to start: nothing was stopped
 EX_FAILED = 4  # a stop or start failed part-way
@@ -456,6 +460,19 @@ def driver_of(cfg):
     return kind, program, DRIVERS[kind], order
 
 
+def with_driver(cfg, path):
+    """The description with the keys of a driver file over it (the ranks, SSH and lock stay
+    the cluster's own: the file never copies them)."""
+    if not path:
+        return cfg
+    with open(path, encoding="utf-8") as fh:
+        overlay = json.load(fh)
+    unknown = sorted(set(overlay) - set(DRIVER_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: {', '.join(unknown)} not one of {', '.join(DRIVER_KEYS)}")
+    return {**cfg, **overlay}
+
+
 class Cluster:
     """The ranks of one cluster, driven through each node's launcher (or another driver)."""
 
@@ -645,8 +662,9 @@ class Cluster:
 
     def restart(self, reason, wait_s):
         """The ordered restart. Returns (exit code, message); its outcome goes to the textfile."""
-        if self.only_stop_start():
-            return self.only_stop_start()
+        refused = self.only_stop_start()
+        if refused:
+            return refused
         started, t0 = self.clock.time(), self.clock.monotonic()
         rc, msg = self._restart(reason, wait_s)
         if rc != EX_BUSY:
@@ -1418,7 +1436,13 @@ def main(argv=None):
     with open(CONFIG, encoding="utf-8") as fh:
         cfg = json.load(fh)
     if argv[0] == "watchdog":
+        # The watchdog drives the collection's own cluster, never another engine.
         return watchdog_main(cfg, argv[1:], (CONFIG, stamp))
+    try:
+        cfg = with_driver(cfg, DRIVER)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"sparkfleet-cluster: SPARKFLEET_CLUSTER_DRIVER: {exc}\n")
+        return 2
     return cluster_main(cfg, argv[1:])
 
 
@@ -1446,8 +1470,9 @@ def cluster_main(cfg, argv):
     if args.cmd == "status":
         print(json.dumps(cluster.states(), indent=2, sort_keys=True))
         return 0
-    if args.cmd == "check" and cluster.only_stop_start():
-        print(cluster.only_stop_start()[1], file=sys.stderr)
+    refused = cluster.only_stop_start()
+    if args.cmd == "check" and refused:
+        print(refused[1], file=sys.stderr)
         return EX_REFUSED
     if args.cmd == "check":
         refusals, results, booting = cluster.check()

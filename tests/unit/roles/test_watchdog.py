@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
 
 import pytest
@@ -385,3 +386,17 @@ def test_the_compose_driver_refuses_the_launcher_checks_and_a_restart(tmp_path):
 def test_an_unknown_driver_or_order_is_refused(driver, words):
     with pytest.raises(ValueError, match=words):
         wd.driver_of({"launcher": "/x", "driver": driver})
+
+
+def test_a_driver_file_replaces_only_the_driver_keys(tmp_path):
+    own = _compose()
+    own.pop("driver")
+    path = tmp_path / "driver.json"
+    path.write_text(json.dumps({"driver": _compose()["driver"], "command_timeout_s": 210}))
+    cfg = wd.with_driver(own, str(path))
+    assert cfg["driver"]["kind"] == "compose" and cfg["command_timeout_s"] == 210
+    assert cfg["ranks"] is own["ranks"] and cfg["ssh"] is own["ssh"]
+    assert wd.with_driver(own, "") is own
+    path.write_text(json.dumps({"ranks": []}))
+    with pytest.raises(ValueError, match="ranks not one of driver, command_timeout_s, health_url"):
+        wd.with_driver(own, str(path))
