@@ -14,11 +14,14 @@ from ansible.utils.display import Display
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import (
     CLUSTER_VARS,
+    PLAYBOOK_VARS,
     URL_VARS,
     bring_up_order,
     check_cluster,
+    cluster_summary,
     no_nodes_error,
     read_declared_variables,
+    run_problems,
     unknown_variables,
 )
 
@@ -38,7 +41,17 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
     _VALID_ARGS = frozenset(
-        ("group", "engine", "api_key_set", "defaults", "fail_on_error", "nodes_only")
+        (
+            "group",
+            "engine",
+            "api_key_set",
+            "hf_token_set",
+            "weights",
+            "playbook",
+            "defaults",
+            "fail_on_error",
+            "nodes_only",
+        )
     )
 
     def run(self, tmp=None, task_vars=None):
@@ -78,8 +91,19 @@ class ActionModule(ActionBase):
             nodes.append(node)
 
         errors, warnings, ranks = check_cluster(
-            nodes, args.get("engine") or {}, bool(args.get("api_key_set"))
+            nodes,
+            args.get("engine") or {},
+            bool(args.get("api_key_set")),
+            weights=bool(args.get("weights", True)),
+            hf_token_set=bool(args.get("hf_token_set")),
         )
+        playbook = args.get("playbook")
+        if playbook:
+            errors += run_problems(
+                playbook,
+                self._run_vars(PLAYBOOK_VARS.get(playbook, ()), task_vars),
+                nodes[0].get("cluster_name"),
+            )
         # The inventory's own check (not the canary's candidate profiles); without the roles'
         # specs (a partial copy of the collection) nothing could be judged.
         declared = (
@@ -100,11 +124,20 @@ class ActionModule(ActionBase):
             head=order[-1] if order else None,
             bring_up_order=order,
             nodes=nodes,
+            summary=cluster_summary(
+                nodes,
+                ranks,
+                args.get("engine") or {},
+                playbook or "site",
+                bool(args.get("hf_token_set")),
+                warnings,
+                weights=bool(args.get("weights", True)),
+            ),
         )
         if errors and args.get("fail_on_error", True):
             # The message says it all: a failed run prints its result, and every node's
             # variables would bury the message under a dump of about 40 lines per node.
-            del result["nodes"]
+            del result["nodes"], result["summary"]
             result["failed"] = True
             result["msg"] = (
                 f"inventory of {len(hosts)} node(s) has {len(errors)} problem(s):\n"
@@ -112,19 +145,95 @@ class ActionModule(ActionBase):
             )
         return result
 
+    def _run_vars(self, names, task_vars):
+        """The run variables (extra vars, inventory) a playbook's offline checks read, templated."""
+        found = {}
+        for name in names:
+            if name in task_vars:
+                try:
+                    found[name] = self._templar.template(task_vars[name])
+                except Exception as exc:  # a value that does not template
+                    raise AnsibleActionFail(f"cluster: {name} cannot be evaluated: {exc}") from exc
+        return found
+
     def _nodes_only(self, result, group, hosts, task_vars):
         """Whether ``group`` has hosts; if not, how the inventory was read and what it holds."""
         result.update(
             changed=False, errors=[], warnings_found=[], nodes=[{"host": h} for h in hosts]
         )
-        if hosts:
-            return result
         sources = [str(s) for s in task_vars.get("ansible_inventory_sources") or []]
+        if hosts:
+            # Ansible reads the vaulted variables of the nodes only when a play on them starts,
+            # and then fails with "Decryption failed" and no file named: say which, and how.
+            unreadable = self._unreadable_vaults(sources)
+            if unreadable:
+                result.update(
+                    failed=True,
+                    errors=unreadable,
+                    msg="inventory has vaulted files this run cannot decrypt:\n"
+                    + "\n".join(f"  - {e}" for e in unreadable),
+                )
+            return result
         groups = {name: list(members) for name, members in task_vars.get("groups", {}).items()}
         error = no_nodes_error(group, sources, groups, self._unparsed(sources))
         del result["nodes"], result["warnings_found"]
         result.update(failed=True, errors=[error], msg=f"inventory has no cluster:\n  - {error}")
         return result
+
+    def _unreadable_vaults(self, sources):
+        """One line per vaulted file of the inventory's group_vars/host_vars that will not open."""
+        secrets = getattr(getattr(self._loader, "_vault", None), "secrets", None)
+        flag = (
+            "the password given does not open it: pass that file's password "
+            "(--ask-vault-pass, --vault-password-file <file>, or --vault-id <id>@<file> per id)"
+            if secrets
+            else "no vault password was given: add --ask-vault-pass or --vault-password-file <file>"
+        )
+        found = []
+        for path in self._var_files(sources):
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(64)
+                    vaulted = head.startswith(b"$ANSIBLE_VAULT") or b"!vault" in head + fh.read()
+            except OSError:
+                continue
+            if not vaulted:
+                continue
+            try:
+                self._decrypt_all(self._loader.load_from_file(path, cache="none"))
+            except Exception as exc:  # AnsibleVaultError and kin: the file will not open
+                if "vault" not in f"{type(exc).__name__} {exc}".lower() and "decrypt" not in str(
+                    exc
+                ):
+                    continue  # another problem, reported by Ansible in its own words
+                found.append(f"cluster: {path} is vaulted and {flag}")
+        return found
+
+    @staticmethod
+    def _var_files(sources):
+        """Files under the group_vars/ and host_vars/ Ansible reads beside each source."""
+        dirs = []
+        for source in sources:
+            base = source if os.path.isdir(source) else os.path.dirname(source)
+            dirs += [os.path.join(base, d) for d in ("group_vars", "host_vars")]
+        for top in dirs:
+            for root, subdirs, files in os.walk(top):
+                subdirs[:] = sorted(d for d in subdirs if d[0] != ".")
+                for name in sorted(files):
+                    if name[0] != "." and not name.endswith((".swp", "~")):
+                        yield os.path.join(root, name)
+
+    @classmethod
+    def _decrypt_all(cls, data):
+        """Open every vaulted value of ``data`` (a vaulted file is opened by loading it)."""
+        if isinstance(data, dict):
+            for value in data.values():
+                cls._decrypt_all(value)
+        elif isinstance(data, list):
+            for value in data:
+                cls._decrypt_all(value)
+        else:
+            str(data)
 
     def _unparsed(self, sources):
         """(path, reason) of each YAML/JSON source file that does not parse.

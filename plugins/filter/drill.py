@@ -69,11 +69,11 @@ def drill_problems(
     healthy: the head answered /health 200 just now.
     """
     problems = []
-    if not confirm or str(confirm) != str(cluster):
-        problems.append(
-            f"refused: drills inject faults into the cluster {cluster!r}; run again with "
-            f"-e drill_confirm={cluster} (drill_confirm is {confirm or 'not set'!s})"
-        )
+    refused = _control.confirm_problem(
+        "drills inject faults into", "drill_confirm", confirm, cluster
+    )
+    if refused:
+        problems.append(refused)
     if not isinstance(selected, (list, tuple)) or not selected:
         problems.append("drill_selected: name at least one drill of {}".format(", ".join(ORDER)))
         selected = []
@@ -100,7 +100,8 @@ def drill_problems(
     if status is None:
         problems.append(
             "refused: the watchdog's state cannot be read on the head "
-            "(sparkfleet-watchdog status); run site.yml first"
+            "(sparkfleet-watchdog status); run "
+            "ansible-playbook sparkfleet.serving.site -i <inventory> first"
         )
         return problems
     for what, detail, fix in _control.blockers(status):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
     disk_error,
+    hf_token_sent,
     plan,
     scrub_lines,
     scrub_rows,
@@ -38,10 +39,18 @@ def model_weights_scrub_report(nodes, repair=False):
     return scrub_lines(rows, bool(repair))
 
 
+def hf_token_for(token, endpoint, trusted=None):
+    """``token`` when it may be sent to ``endpoint`` (huggingface.co or a trusted one), else ''."""
+    if not token or not hf_token_sent(endpoint, trusted or []):
+        return ""
+    return token
+
+
 class FilterModule:
     def filters(self):
         return {
             "model_weights_plan": model_weights_plan,
+            "hf_token_for": hf_token_for,
             "model_weights_tree": model_weights_tree,
             "model_weights_disk_error": model_weights_disk_error,
             "model_weights_scrub_report": model_weights_scrub_report,

@@ -17,7 +17,11 @@ BLOCKERS = (
     ("gave_up", "the watchdog gave up", "fix the cause, then sparkfleet-watchdog clear"),
     ("reboot_required", "a node needs a reboot", "reboot it, then sparkfleet-watchdog clear"),
     ("held", "the watchdog is held by a run changing the cluster", "let that run finish"),
-    ("drill", "a fault drill is marked as running", "drill.yml -e drill_cleanup_only=true"),
+    (
+        "drill",
+        "a fault drill is marked as running",
+        "ansible-playbook sparkfleet.serving.drill -i <inventory> -e drill_cleanup_only=true",
+    ),
 )
 
 
@@ -30,3 +34,17 @@ def blockers(status):
             detail = value if isinstance(value, str) else value.get("reason", "")
             out.append((what, detail, fix))
     return out
+
+
+def confirm_problem(what, var, confirm, cluster):
+    """The refusal of a run that acts on the whole cluster without its name given back.
+
+    ``what``: what the run does ("drills inject faults into"); ``var``: the variable that
+    carries the confirmation (drill_confirm). None when ``confirm`` is the cluster's name.
+    """
+    if confirm and str(confirm) == str(cluster):
+        return None
+    return (
+        f"refused: {what} the cluster {cluster!r}; run again with "
+        f"-e {var}={cluster} ({var} is {confirm or 'not set'!s})"
+    )

@@ -16,12 +16,22 @@ import posixpath
 import re
 from urllib.parse import urlsplit
 
+from ansible_collections.sparkfleet.serving.plugins.module_utils._control import confirm_problem
 from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import speculative_window
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import nearest
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
     owned_flags as schema_owned_flags,
 )
-from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import COMMIT_RE
+from ansible_collections.sparkfleet.serving.plugins.module_utils._upgrade import (
+    offline_problems as upgrade_offline_problems,
+)
+from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
+    COMMIT_RE,
+    hf_token_sent,
+)
+from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
+    plan as weights_plan,
+)
 
 # The cluster variables the checks read, with how far each may differ between hosts:
 # "host" is set on every host and differs (identity), "node" may differ (a NIC name after a
@@ -44,6 +54,8 @@ CLUSTER_VARS = {
     "sglang_profile": "cluster",
     "sglang_profile_overrides": "cluster",
     "cluster_name": "cluster",
+    # Where the Hugging Face token may go besides huggingface.co (the mirrors the site trusts).
+    "sglang_hf_token_endpoints": "cluster",
     # The cluster's control programs and description: every role that runs or writes
     # one reads these names (the remote forced command, the canary, drills, upgrades).
     "sglang_node_bin": "cluster",
@@ -113,6 +125,19 @@ PREFIXES = ("spark_", "roce_", "sglang_", "model_weights_", "watchdog_", "canary
 NOT_VARIABLES = {("sglang", "profile")}  # profile fields, set in sglang_profile_overrides
 DSV4_SPECULATIVE = ("EAGLE", "DSPARK")
 IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+# How the kernel names an RDMA device (rdma link show: rocep1s0f0, roceP2p1s0f0, mlx5_0) and a
+# network interface (ip -br link: enp1s0f0np0, enP2p1s0f0np0, eth0): a name of the one kind
+# where the other is asked for is a swap, whatever else it looks like.
+HCA_NAME_RE = re.compile(r"^(roce|mlx[0-9]+_|irdma|bnxt_re|rxe|siw|efa|qedr|hns_)")
+NETDEV_NAME_RE = re.compile(r"^(en|eth|wl|ww|bond|br-|vlan|team)")
+NAME_HINT = (
+    "rdma link show lists each HCA with its netdev (link rocep1s0f0/1 ... netdev enp1s0f0np0)"
+)
+# Revisions written as reminders, not pins (an example inventory's own text).
+PLACEHOLDER_RE = re.compile(
+    r"^(todo|tbd|fixme|changeme|change_me|none|null|unset|pin.?me|x+|0+)$|[<>{}]",
+    re.IGNORECASE,
+)
 HEX_RE = re.compile(r"^[0-9a-f]+$")
 DIGEST_RE = re.compile(r"@sha256:([0-9a-f]*)$")
 MIN_ROCE_MTU = 9000
@@ -309,6 +334,7 @@ def _check_nics(nodes, report):
                 f"is {hca!r}, not an RDMA device name",
                 "name the HCA, e.g. rocep1s0f0",
             )
+        _check_name_kinds(host, node, report)
         if node.get("spark_mgmt_iface") and node.get("spark_mgmt_iface") == node.get("roce_iface"):
             report.error(
                 host,
@@ -333,6 +359,40 @@ def _check_nics(nodes, report):
                 f"is {root!r}",
                 "give an absolute path (/sys/class/infiniband)",
             )
+
+
+def _name_kind_problem(var, value, want):
+    """Why ``value`` of ``var`` is the other kind of name (None when it is not)."""
+    text = str(value or "")
+    if want == "netdev" and HCA_NAME_RE.match(text):
+        return f"is {text!r}, an RDMA device (HCA) name, not a network interface"
+    if want == "hca" and NETDEV_NAME_RE.match(text):
+        return f"is {text!r}, a network interface name, not an RDMA device (HCA)"
+    return None
+
+
+def _check_name_kinds(host, node, report):
+    """A NIC given where an HCA is asked for, or the reverse (roce_iface and roce_hca swapped)."""
+    iface, hca = node.get("roce_iface"), node.get("roce_hca")
+    iface_bad = _name_kind_problem("roce_iface", iface, "netdev")
+    hca_bad = _name_kind_problem("roce_hca", hca, "hca")
+    if iface_bad and hca_bad:
+        report.error(
+            host,
+            "roce_iface/roce_hca",
+            f"are swapped: roce_iface {iface_bad[3:]}, roce_hca {hca_bad[3:]}",
+            f"set roce_iface: {hca} and roce_hca: {iface} ({NAME_HINT})",
+        )
+    elif iface_bad:
+        report.error(
+            host, "roce_iface", iface_bad, f"give the function's netdev there ({NAME_HINT})"
+        )
+    elif hca_bad:
+        report.error(host, "roce_hca", hca_bad, f"give the function's HCA there ({NAME_HINT})")
+    for var in ("spark_mgmt_iface", "sglang_nccl_socket_ifname"):
+        problem = _name_kind_problem(var, node.get(var), "netdev")
+        if problem:
+            report.error(host, var, problem, f"name the network interface ({NAME_HINT})")
 
 
 def _check_control_paths(node, report):
@@ -410,6 +470,24 @@ def _check_functions(nodes, report):
         nets = []
         for n, entry in enumerate(hcas):
             where = f"entry {n + 1}"
+            iface_bad = _name_kind_problem("iface", entry["iface"], "netdev")
+            hca_bad = _name_kind_problem("hca", entry["hca"], "hca")
+            if iface_bad or hca_bad:
+                swapped = iface_bad and hca_bad
+                report.error(
+                    host,
+                    "roce_hcas",
+                    f"{where} has iface and hca swapped ({entry['iface']!r} is an HCA, "
+                    f"{entry['hca']!r} a NIC)"
+                    if swapped
+                    else f"{where} {'iface ' + iface_bad if iface_bad else 'hca ' + hca_bad}",
+                    (
+                        f"write hca: {entry['iface']}, iface: {entry['hca']}"
+                        if swapped
+                        else "hca names the RDMA device, iface its netdev"
+                    )
+                    + f" ({NAME_HINT})",
+                )
             if not IFNAME_RE.match(str(entry["iface"])):
                 report.error(
                     host,
@@ -514,11 +592,14 @@ def _check_roce(node, report):
 
 
 def _check_pin(host, var, value, report, override):
-    """A pin that is set must be a full commit (an unset one is the weights stage's to judge)."""
-    if value is None or value == "":
-        return
-    text = str(value)
+    """A pin that is set must be a full commit (an unset one: _check_weights)."""
     fix = f"set {override} to the full 40-character commit sha"
+    if value is None or str(value).strip() == "":
+        return
+    text = str(value).strip()
+    if PLACEHOLDER_RE.search(text):
+        report.error(host, var, f"{text!r} is a placeholder, not a revision", fix)
+        return
     if COMMIT_RE.match(text):
         return
     if "…" in text or text.endswith("..."):
@@ -548,6 +629,69 @@ def url_problem(value):
     if not parts.hostname:
         return f"{text!r} names no host"
     return None
+
+
+def _check_weights(host, engine, report):
+    """What the weights stage refuses from the profile alone (its plan), before any node.
+
+    An unset pin is refused here; a pin that is set but wrong is _check_pin's (its fix names
+    the override), so the plan's own words for it are not repeated.
+    """
+    spec = engine.get("speculative") or {}
+    pins = {
+        "sglang_engine.model_revision": engine.get("model_revision"),
+        "sglang_engine.speculative.draft_model_revision": spec.get("draft_model_revision"),
+    }
+    for error in weights_plan(engine)["errors"]:
+        var = error.split(" ", 1)[0]
+        if var in pins and str(pins[var] or "").strip():
+            continue
+        report.errors.append(f"{host}: {error}")
+
+
+def _check_secrets(nodes, engine, hf_token_set, report):
+    """The Hugging Face token goes only to huggingface.co or an endpoint the inventory trusts.
+
+    Not an error: the token is then withheld (public repos need none). The warning names the
+    endpoint and the variable, so a gated repo's 401 is no surprise.
+    """
+    first = nodes[0]
+    trusted = first.get("sglang_hf_token_endpoints")
+    if trusted in (None, ""):
+        trusted = []
+    if not isinstance(trusted, list):
+        report.error(
+            "cluster",
+            "sglang_hf_token_endpoints",
+            f"is {trusted!r}, not a list of URLs",
+            "list the mirrors the token may go to, e.g. [https://hf.mirror.example.org]",
+        )
+        return
+    for url in trusted:
+        if url_problem(url):
+            report.error(
+                "cluster",
+                "sglang_hf_token_endpoints",
+                f"entry {url_problem(url)}",
+                "give each trusted mirror as scheme://host[:port]",
+            )
+    if not hf_token_set:
+        return
+    endpoints = {}
+    for node in nodes:
+        endpoint = node.get("model_weights_hf_endpoint") or engine.get("hf_endpoint")
+        if endpoint and not url_problem(endpoint) and not hf_token_sent(endpoint, trusted):
+            endpoints.setdefault(str(endpoint), []).append(node["host"])
+    for endpoint, hosts in endpoints.items():
+        report.warn(
+            ", ".join(hosts) if len(hosts) < len(nodes) else "cluster",
+            "sglang_hf_token",
+            f"is set but will NOT be sent to {endpoint} (not huggingface.co and not listed in "
+            "sglang_hf_token_endpoints)",
+            "public repos need no token; for a gated repo list that mirror in "
+            f"sglang_hf_token_endpoints: [{endpoint}] if you trust it with the token, or set "
+            "sglang_profile_overrides.hf_endpoint: https://huggingface.co",
+        )
 
 
 def _check_data_dir(host, engine, report):
@@ -878,8 +1022,11 @@ def _loopback(host):
         return False
 
 
-def check_cluster(nodes, engine, api_key_set=False):
+def check_cluster(nodes, engine, api_key_set=False, weights=False, hf_token_set=False):
     """Check a cluster. ``nodes``: one dict per host with its inventory values.
+
+    ``weights``: the weights stage runs (model_weights_enabled), so what it would refuse of
+    the profile is refused here; ``hf_token_set``: sglang_hf_token is not empty.
 
     Returns ``(errors, warnings, ranks)``; ``ranks`` maps host to rank for the
     hosts whose rank is usable.
@@ -903,7 +1050,133 @@ def check_cluster(nodes, engine, api_key_set=False):
     _check_url_vars(nodes, report)
     head = next((h for h, r in ranks.items() if r == 0), nodes[0]["host"])
     _check_engine(head, engine or {}, len(nodes), api_key_set, report)
+    if weights:
+        _check_weights(head, engine or {}, report)
+    _check_secrets(nodes, engine or {}, hf_token_set, report)
     return report.errors, report.warnings, ranks
+
+
+# The playbooks whose offline checks preflight runs (preflight_playbook): each is refused here,
+# before it connects to a node, for what its own run variables (extra vars) lack; validate.yml
+# -e preflight_playbook=<name> runs the same. The variables each one reads.
+PLAYBOOK_VARS = {
+    "site": (),
+    "restart": (),
+    "status": (),
+    "verify": (),
+    "bench": (),
+    "rollback": (),
+    "canary": (),
+    "stop": (),
+    "upgrade": ("upgrade_image", "upgrade_max_slowdown"),
+    "drill": ("drill_confirm", "drill_cleanup_only"),
+    "monitoring": ("monitoring_prometheus_host",),
+    "teardown": ("teardown_confirm", "teardown_weights"),
+}
+RUN = "ansible-playbook sparkfleet.serving.{} -i <inventory>"
+
+
+def _truthy(value):
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def run_problems(playbook, run, cluster):
+    """What ``playbook`` refuses offline from its run variables ``run`` (name -> value).
+
+    A variable the run does not set is absent from ``run``. Lines as check_cluster's.
+    """
+    if playbook not in PLAYBOOK_VARS:
+        return [
+            f"cluster: preflight_playbook is {playbook!r}, not a playbook of the collection; "
+            f"fix: one of {', '.join(sorted(PLAYBOOK_VARS))}"
+        ]
+    out = []
+    if playbook == "upgrade":
+        problems = upgrade_offline_problems(
+            run.get("upgrade_image"), run.get("upgrade_max_slowdown", 0.05)
+        )
+        out += [f"cluster: {p}" for p in problems]
+    elif playbook == "drill" and not _truthy(run.get("drill_cleanup_only", False)):
+        refused = confirm_problem(
+            "drills inject faults into", "drill_confirm", run.get("drill_confirm"), cluster
+        )
+        out += [f"cluster: {refused}"] if refused else []
+    elif playbook == "teardown":
+        weights = "too" if _truthy(run.get("teardown_weights", False)) else "stay"
+        refused = confirm_problem(
+            f"teardown stops and removes what sparkfleet.serving installed (the weights {weights}) on",
+            "teardown_confirm",
+            run.get("teardown_confirm"),
+            cluster,
+        )
+        out += [f"cluster: {refused}; no node was contacted"] if refused else []
+    elif playbook == "monitoring" and not str(run.get("monitoring_prometheus_host") or ""):
+        out.append(
+            "cluster: monitoring_prometheus_host is not set, so there is no host to write the "
+            "scrape targets and alert rules on (the files would land on this controller); fix: "
+            "set it in group_vars (the inventory host that runs Prometheus, or localhost only "
+            "if it runs on this controller), or pass -e monitoring_prometheus_host=<host>"
+        )
+    return out
+
+
+def _functions(node):
+    """One node's data-plane functions as 'iface/hca ipv4' (roce_hcas, else the one)."""
+    hcas = node.get("roce_hcas") or [
+        {
+            "iface": node.get("roce_iface"),
+            "hca": node.get("roce_hca"),
+            "ipv4": node.get("roce_ipv4"),
+        }
+    ]
+    return ", ".join(f"{e.get('iface')}/{e.get('hca')} {e.get('ipv4')}" for e in hcas)
+
+
+def cluster_summary(
+    nodes, ranks, engine, playbook="site", hf_token_set=False, warnings=(), weights=True
+):
+    """The lines a passing validate ends with: what the checks found, in one place."""
+    engine = engine or {}
+    by_host = {n["host"]: n for n in nodes}
+    order = sorted(ranks, key=lambda h: ranks[h])
+    head = order[0] if order else None
+    first = nodes[0] if nodes else {}
+    endpoint = first.get("model_weights_hf_endpoint") or engine.get("hf_endpoint") or "-"
+    trusted = first.get("sglang_hf_token_endpoints") or []
+    token = (
+        "not set"
+        if not hf_token_set
+        else "sent there"
+        if hf_token_sent(endpoint, trusted)
+        else "set, NOT sent there (sglang_hf_token_endpoints)"
+    )
+    spec = engine.get("speculative") or {}
+    lines = [
+        f"cluster {first.get('cluster_name') or '-'}: {len(nodes)} node(s), head {head}, "
+        f"checked for {RUN.format(playbook)}",
+        f"profile {first.get('sglang_profile')}: {engine.get('served_model_name')} "
+        f"(TP {engine.get('tp_size')} on {engine.get('nnodes')} node(s)), image "
+        f"{engine.get('image')}, API {engine.get('host')}:{engine.get('port')}",
+        f"weights {engine.get('model_repo')}@{engine.get('model_revision') or 'unset'}"
+        + (
+            f", draft {spec.get('draft_model_path')}@{spec.get('draft_model_revision') or 'unset'}"
+            if spec.get("draft_model_path")
+            else ""
+        )
+        + (
+            f" from {endpoint} (HF token: {token})"
+            if weights
+            else " (not staged by the collection: model_weights_enabled is false)"
+        ),
+    ]
+    for host in order:
+        node = by_host[host]
+        lines.append(
+            f"rank {ranks[host]} {host}: ssh {node.get('ansible_host') or host}, "
+            f"bootstrap {node.get('sglang_nccl_socket_ifname')}, RoCE {_functions(node)}"
+        )
+    lines.append(f"{len(warnings)} warning(s) above" if warnings else "no warnings")
+    return lines
 
 
 def bring_up_order(ranks):

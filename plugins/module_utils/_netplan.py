@@ -180,7 +180,8 @@ def conflict_problem(host, iface, profiles, own_file):
         f"{host}: netplan gives {iface} {len(profiles)} profiles: {listed}. At boot either may "
         "win, and one without the MTU leaves the data plane at 1500. Fix: remove "
         f"{', '.join(others)} (a NetworkManager connection for the port: nmcli connection "
-        f"delete it), then re-run site.yml; the roce role's {own_file} is the port's one profile"
+        "delete it), then re-run ansible-playbook sparkfleet.serving.site -i <inventory>; "
+        f"the roce role's {own_file} is the port's one profile"
     )
 
 
@@ -218,6 +219,7 @@ def _port_problems(host, iface, profiles, own_file, mtu):
         return [
             f"{host}: netplan's profile for {iface} has MTU {own[0]['mtu'] or 'unset'}, not "
             f"roce_mtu {int(mtu)}: another file defining it ({files}) overrides {own_file}; "
-            "fix: remove the port from the other files, then re-run site.yml"
+            "fix: remove the port from the other files, then re-run "
+            "ansible-playbook sparkfleet.serving.site -i <inventory>"
         ]
     return []

@@ -299,7 +299,7 @@ FIELDS = (
         "float",
         "Decode tokens per second per running request below which this profile counts as slow "
         "under load (the monitoring role's C(SparkfleetDecodeSlow) alert; a figure from "
-        "C(playbooks/bench.yml) on a healthy cluster, less a margin). 0 leaves the alert out.",
+        "C(sparkfleet.serving.bench) on a healthy cluster, less a margin). 0 leaves the alert out.",
         default=0.0,
     ),
     _f(

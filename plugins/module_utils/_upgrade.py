@@ -141,16 +141,8 @@ def _short(image_id):
     return (image_id or "")[:19]
 
 
-def problems(image, images, running_id, status, healthy, max_slowdown, archive=""):
-    """Why this upgrade must not start (messages; empty when it may).
-
-    image: upgrade_image. images: {host: {"exists": bool, "id": str}} of that image on every
-    node (the converge probe's reading; {"exists": None, "error": str} when docker could not
-    say). running_id: the image id the head's rank runs now. status:
-    the head's `sparkfleet-watchdog status` (None: unreadable). healthy: the head's /health
-    answered 200 just now. archive: upgrade_image_archive (a node without the image gets it
-    from there).
-    """
+def offline_problems(image, max_slowdown):
+    """What an upgrade refuses from its own variables alone (before any node is read)."""
     out = []
     if not image:
         out.append(
@@ -165,6 +157,20 @@ def problems(image, images, running_id, status, healthy, max_slowdown, archive="
             f"upgrade_max_slowdown={max_slowdown!r} is not a fraction in [0, 1): "
             "set it like 0.05 (5 %)"
         )
+    return out
+
+
+def problems(image, images, running_id, status, healthy, max_slowdown, archive=""):
+    """Why this upgrade must not start (messages; empty when it may).
+
+    image: upgrade_image. images: {host: {"exists": bool, "id": str}} of that image on every
+    node (the converge probe's reading; {"exists": None, "error": str} when docker could not
+    say). running_id: the image id the head's rank runs now. status:
+    the head's `sparkfleet-watchdog status` (None: unreadable). healthy: the head's /health
+    answered 200 just now. archive: upgrade_image_archive (a node without the image gets it
+    from there).
+    """
+    out = offline_problems(image, max_slowdown)
     unread = sorted(h for h, i in (images or {}).items() if (i or {}).get("error"))
     for host in unread:
         out.append(
@@ -192,7 +198,7 @@ def problems(image, images, running_id, status, healthy, max_slowdown, archive="
     if status is None:
         out.append(
             "the watchdog's state cannot be read on the head (sparkfleet-watchdog status): "
-            "run site.yml first"
+            "run ansible-playbook sparkfleet.serving.site -i <inventory> first"
         )
     else:
         for what, detail, fix in _control.blockers(status):

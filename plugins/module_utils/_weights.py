@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+from urllib.parse import urlsplit
 
 MANIFEST = ".sparkfleet-manifest.json"
 VERIFIED = ".sparkfleet-verified.json"
@@ -48,6 +49,39 @@ def pin_error(var, value):
         f"{var} {text!r} is a branch or tag name, which moves; fix: pin the 40-character "
         "commit sha it points at"
     )
+
+
+# The one endpoint the Hugging Face token is always sent to; any other (a mirror) only when
+# the inventory lists it in sglang_hf_token_endpoints.
+HF_HUB_ENDPOINT = "https://huggingface.co"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url):
+    """(scheme, host, port) of ``url``; None when it is not an http(s) URL with a host."""
+    try:
+        parts = urlsplit(str(url).strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower().rstrip("."), port or DEFAULT_PORTS[scheme]
+
+
+def hf_token_sent(endpoint, trusted=()):
+    """Whether the Hugging Face token may be sent to ``endpoint``.
+
+    Only to huggingface.co over https, or to an origin (scheme, host and port) the
+    inventory lists in ``trusted`` (sglang_hf_token_endpoints); never to another mirror,
+    whatever the profile's hf_endpoint says.
+    """
+    origin = _origin(endpoint)
+    if origin is None:
+        return False
+    allowed = [_origin(HF_HUB_ENDPOINT)] + [_origin(t) for t in trusted or ()]
+    return origin in allowed
 
 
 def repo_key(repo):
@@ -343,7 +377,8 @@ def repair_message(node, repo, commit, path, why, source):
         f"{node}: repairing {repo}@{commit} failed at {path}: {why}; the corrupt copy was "
         "taken out of the engine's path (a restart cannot load it) and no staging directory "
         f"was left; fix: make {source} serve a good copy, then run "
-        "playbooks/verify.yml -e repair=true (or site.yml -e model_weights_verify=full)"
+        "ansible-playbook sparkfleet.serving.verify -i <inventory> -e repair=true (or "
+        "ansible-playbook sparkfleet.serving.site -i <inventory> -e model_weights_verify=full)"
     )
 
 
@@ -390,7 +425,8 @@ def scrub_lines(rows, repair=False):
         lines.append("repairing the corrupt and missing files now (repair=true)")
     elif bad:
         lines.append(
-            "nothing was changed; repair with: ansible-playbook playbooks/verify.yml -e repair=true"
+            "nothing was changed; repair with: "
+            "ansible-playbook sparkfleet.serving.verify -i <inventory> -e repair=true"
         )
     if counts.get("absent"):
         lines.append("a revision that is not staged is staged by site.yml, not by the scrub")

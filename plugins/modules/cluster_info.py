@@ -52,7 +52,7 @@ options:
     description:
       - Only check that O(group) has hosts. A play on a group without hosts is skipped
         (C(no hosts matched)) and the run exits 0, so the first play of every playbook runs
-        this on C(localhost) (C(playbooks/nodes.yml)).
+        this on C(localhost) (C(sparkfleet.serving.nodes)).
       - Without hosts the message names the inventory sources given, the groups and hosts
         Ansible read from them, and any YAML or JSON source file that does not parse (Ansible
         only warns about it).

@@ -62,7 +62,17 @@ options:
   token_file:
     description:
       - File (0600) holding the Hugging Face token, for gated repositories. Never a module argument.
+      - Read only when O(endpoint) is C(https://huggingface.co) or listed in O(token_endpoints);
+        otherwise no token is sent. Without one the client sends none either (not the node's
+        E(HF_TOKEN) nor a token saved by C(hf auth login)).
     type: path
+  token_endpoints:
+    description:
+      - Endpoints besides C(https://huggingface.co) that may receive the token (scheme, host and
+        port compared), the cluster variable C(sglang_hf_token_endpoints).
+    type: list
+    elements: str
+    default: []
   disable_xet:
     description:
       - Set E(HF_HUB_DISABLE_XET=1) for the client (seed Pitfall 7). Only a test turns this off.
@@ -102,6 +112,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+token_sent:
+  description: Whether the token was given to the client (a token file and a trusted endpoint).
+  returned: always
+  type: bool
 commit:
   description: The resolved commit sha.
   returned: success
@@ -146,6 +160,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import
     check_revision,
     complete,
     disk_error,
+    hf_token_sent,
     isolate,
     load_json,
     manifest_matches,
@@ -213,6 +228,7 @@ def main():
             "store": {"type": "path", "required": True},
             "endpoint": {"type": "str", "required": True},
             "token_file": {"type": "path"},
+            "token_endpoints": {"type": "list", "elements": "str", "default": []},
             "disable_xet": {"type": "bool", "default": True},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "headroom_bytes": {"type": "int", "default": 0},
@@ -263,8 +279,8 @@ def main():
                 msg = (
                     f"{msg}; while repairing {', '.join(result['repaired'])} of {repo}@{revision}: "
                     "the corrupt copies were taken out of the engine's path and no staging "
-                    "directory was left; fix: the cause above, then run playbooks/verify.yml "
-                    "-e repair=true"
+                    "directory was left; fix: the cause above, then run "
+                    "ansible-playbook sparkfleet.serving.verify -i <inventory> -e repair=true"
                 )
         module.fail_json(msg=msg, **extra)
 
@@ -277,11 +293,17 @@ def main():
         os.environ["HF_HUB_DISABLE_XET"] = "1"
     else:
         os.environ.pop("HF_HUB_DISABLE_XET", None)
-    token = None
-    if p["token_file"]:
+    # False, not None: the client would otherwise send a token it finds by itself (HF_TOKEN, a
+    # saved login) to whatever the endpoint is.
+    token = False
+    os.environ.pop("HF_TOKEN", None)
+    result["token_sent"] = bool(p["token_file"]) and hf_token_sent(
+        p["endpoint"], p["token_endpoints"]
+    )
+    if result["token_sent"]:
         try:
             with open(p["token_file"], encoding="utf-8") as handle:
-                token = handle.read().strip() or None
+                token = handle.read().strip() or False
         except OSError as exc:
             fail(msg=f"{node}: cannot read the token file {p['token_file']}: {exc}")
     try:
@@ -297,6 +319,12 @@ def main():
             "the model_weights role installs it in its virtualenv"
         )
 
+    withheld = (
+        " (sglang_hf_token is set but was not sent: this endpoint is not huggingface.co and "
+        "not listed in sglang_hf_token_endpoints)"
+        if p["token_file"] and not result["token_sent"]
+        else ""
+    )
     api = HfApi(endpoint=p["endpoint"], token=token)
     where = f"{repo} at revision {revision} on {p['endpoint']}"
     try:
@@ -321,7 +349,7 @@ def main():
         fail(
             msg=f"{node}: the mirror has no repository {repo} at revision {revision} "
             f"({p['endpoint']}), "
-            f"or it needs a token: {exc}"
+            f"or it needs a token{withheld}: {exc}"
         )
     except HfHubHTTPError as exc:
         fail(msg=f"{node}: listing {where} failed: {exc}")

@@ -325,7 +325,8 @@ def main():
         shutil.rmtree(part, ignore_errors=True)
         module.fail_json(
             msg=f"{node}: {final} appeared while {part} was being sealed (the staging "
-            "directory was removed); fix: move that directory away, then re-run site.yml",
+            "directory was removed); fix: move that directory away, then re-run "
+            "ansible-playbook sparkfleet.serving.site -i <inventory>",
             **result,
         )
     os.rename(part, final)

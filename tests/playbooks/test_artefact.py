@@ -33,6 +33,9 @@ NOT_DEPENDENCIES = {("ansible", "builtin"), ("ansible", "legacy"), ("sparkfleet"
 # Dotted YAML names that are not collections (Jinja attribute chains on our own variables).
 NAMESPACES = {"ansible", "community", "containers", "kubernetes", "cisco", "amazon", "azure"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m|\*")  # colour, or the bold marks of ANSIBLE_NOCOLOR
+# A Markdown link's target and a fenced block, as tests/unit/test_docs_pages.py reads them.
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 CLOSED = "http://127.0.0.1:9"
 
 
@@ -114,6 +117,38 @@ def test_tarball_holds_the_collection_and_nothing_of_the_twin(artefact):
     ):
         assert not [n for n in names if n.startswith(prefix)], prefix
     assert manifest["collection_info"]["license"] == ["GPL-3.0-or-later"]
+
+
+def broken_links(names, read):
+    """Relative links of the shipped Markdown pages whose target the tarball does not carry.
+
+    ``names`` are the tarball's members (files and directories), ``read(name)`` a member's
+    text. tests/unit/test_docs_pages.py checks the same links (and anchors) in the checkout;
+    build_ignore leaves out what a clone has and a tarball does not.
+    """
+    broken = []
+    for page in sorted(n for n in names if n.endswith(".md")):
+        for target in LINK.findall(FENCE.sub("", read(page))):
+            file = target.partition("#")[0]
+            if re.match(r"[a-z]+:", target) or not file:
+                continue
+            dest = os.path.normpath(os.path.join(os.path.dirname(page), file))
+            if dest not in names:
+                broken.append(f"{page} -> {target}")
+    return broken
+
+
+def test_shipped_pages_link_only_to_what_ships(artefact):
+    with tarfile.open(artefact["tarball"]) as tar:
+        names = set(tar.getnames())
+        pages = [n for n in names if n.endswith(".md")]
+        assert len(pages) >= 20, pages
+        broken = broken_links(names, lambda n: tar.extractfile(n).read().decode("utf-8"))
+    assert not broken, "links to files the tarball leaves out (galaxy.yml build_ignore):\n" + (
+        "\n".join(broken)
+    )
+    # the example inventory's settings for an installed collection's user ship with it
+    assert "inventory/qwen38-tp4/ansible.cfg" in names
 
 
 def test_dependencies_are_what_the_shipped_content_uses(artefact):

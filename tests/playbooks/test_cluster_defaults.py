@@ -74,4 +74,4 @@ def test_a_refused_inventory_prints_its_message_not_every_nodes_variables(tmp_pa
     output = result.stdout + result.stderr
     assert result.returncode != 0, output
     assert "spark-1: roce_mtu is 1500" in output
-    assert "203.0.113.13" not in output  # spark-2's ansible_host: no dump of the nodes
+    assert "127.0.3.13" not in output  # spark-2's ansible_host: no dump of the nodes

@@ -30,7 +30,17 @@ def test_validate_runs_from_a_fresh_clone(tmp_path):
         "ANSIBLE_NOCOLOR": "1",
     }
     proc = run(
-        [f"{BIN}/ansible-playbook", "playbooks/validate.yml", "-i", "inventory/qwen38-tp4"],
+        [
+            f"{BIN}/ansible-playbook",
+            "playbooks/validate.yml",
+            "-i",
+            "inventory/qwen38-tp4",
+            # the example leaves the revision to its operator (validate refuses it unset)
+            "-e",
+            '{"sglang_profile_overrides": {"model_revision": "'
+            + "0123456789abcdef" * 2
+            + '01234567"}}',
+        ],
         clone,
         env,
     )

@@ -4,7 +4,7 @@ Each inventory below has one mistake that used to pass playbooks/validate.yml (e
 and that site.yml then met only after the roce stage had changed MTU and netplan on every
 node, or never (a misspelt variable is ignored). Now validate.yml fails naming the host,
 the variable and the fix, and site.yml fails in its inventory checks, before any task on a
-node: the hosts are in TEST-NET-3 with a 1 s ssh timeout (the harness of
+node: the hosts are on loopback (no sshd there) with a 1 s ssh timeout (the harness of
 test_validate.py), so a task that tried to reach one would show as unreachable, and the
 run's JSON record lists every play that started.
 """
@@ -69,7 +69,7 @@ def hosts_yml_that_does_not_parse(root):
         # spark-1's second variable indented one column short
         handle.write(
             "spark_nodes:\n  hosts:\n    spark-1:\n      spark_rank: 0\n"
-            "     ansible_host: 203.0.113.3\n"
+            "     ansible_host: 127.0.3.3\n"
         )
 
 
@@ -273,6 +273,21 @@ def test_an_inventory_path_that_does_not_exist_is_named(tmp_path):
     assert "fix: name the cluster's folder: -i inventory/<cluster>" in output
 
 
+# The example leaves the main weights' revision for its operator to pin (issue 44): validate
+# refuses it as shipped, and passes once it is given.
+PINNED = (
+    '{"sglang_profile_overrides": {"model_revision": "0123456789abcdef0123456789abcdef01234567"}}'
+)
+
+
+def test_the_example_inventory_as_shipped_is_refused_until_its_revision_is_pinned():
+    result = run_playbook(os.path.join(REPO, "inventory", "qwen38-tp4"), VALIDATE)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "spark-1: sglang_engine.model_revision is not set; fix:" in output
+    assert "unreachable=0" in result.stdout
+
+
 @pytest.mark.parametrize("name", ["qwen38-tp4", "sim", "sim-2node", "sim-8node", "sim-ssh"])
 def test_the_shipped_inventories_still_validate(name):
     result = run_playbook(
@@ -285,6 +300,7 @@ def test_the_shipped_inventories_still_validate(name):
         "model_weights_verify=full",
         "-e",
         "sglang_node_force_restart=true",
+        *(["-e", PINNED] if name == "qwen38-tp4" else []),
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output

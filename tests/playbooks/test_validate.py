@@ -2,9 +2,9 @@
 
 Each inventory is a copy of a good 4-node cluster folder with one mistake. The
 playbook must fail with a message naming the host, the variable and the fix, and
-must not try to reach any node: the hosts' addresses are in TEST-NET-3, which
-routes nowhere, and their connection is ssh with a 1 s timeout, so any attempt
-shows up as an unreachable host.
+must not try to reach any node: the hosts' addresses are on loopback (127.0.3.0/24,
+where no sshd answers: traffic stays on this machine), and their connection is ssh with a
+1 s timeout, so any attempt shows up as an unreachable host.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ PLAYBOOK = os.path.join(REPO, "playbooks", "validate.yml")
 GOOD_HOSTS = {
     f"spark-{i + 1}": {
         "spark_rank": i,
-        "ansible_host": f"203.0.113.{10 * i + 3}",
+        "ansible_host": f"127.0.3.{10 * i + 3}",
         "roce_ipv4": f"10.0.30.{i + 1}",
     }
     for i in range(4)
@@ -31,12 +31,14 @@ GOOD_GROUP = {
     "ansible_connection": "ssh",
     "ansible_ssh_timeout": 1,
     "spark_mgmt_iface": "enP7s7",
-    "spark_mgmt_subnet": "203.0.113.0/24",
+    "spark_mgmt_subnet": "127.0.3.0/24",
     "roce_iface": "enp1s0f0np0",
     "roce_hca": "rocep1s0f0",
     "roce_subnet": "10.0.30.0/24",
     "roce_mtu": 9000,
     "sglang_profile": "qwen38_27b_tp4_dflash2",
+    # The preset leaves the main weights' revision to the cluster (validate refuses it unset).
+    "sglang_profile_overrides": {"model_revision": "0123456789abcdef0123456789abcdef01234567"},
     "sglang_api_key": "k",
 }
 
@@ -123,8 +125,8 @@ CASES = {
         ["sglang_engine.tp_size x pp_size = 8, but 4 nodes x 1 GPU = 4"],
     ),
     "invalid management address": (
-        mutate(hosts={"spark-2": {"ansible_host": "203.0.113.300"}}),
-        ["spark-2: ansible_host is '203.0.113.300', not an IPv4 address"],
+        mutate(hosts={"spark-2": {"ansible_host": "127.0.3.300"}}),
+        ["spark-2: ansible_host is '127.0.3.300', not an IPv4 address"],
     ),
     "duplicate data-plane address": (
         mutate(hosts={"spark-4": {"roce_ipv4": "10.0.30.3"}}),
@@ -201,12 +203,35 @@ CASES = {
     "truncated image and revision pins (the DS4-F preset as recorded)": (
         mutate(
             hosts={"spark-3": None, "spark-4": None},
-            group={"sglang_profile": "ds4f_flash0731_tp2_a_graphs_off"},
+            group={
+                "sglang_profile": "ds4f_flash0731_tp2_a_graphs_off",
+                "sglang_profile_overrides": {},
+            },
         ),
         [
             "sglang_engine.image 'lmsysorg/sglang@sha256:6f91b6bbe3' carries a truncated digest",
             "sglang_engine.model_revision '9e165c30' looks like a truncated commit",
         ],
+    ),
+    # Issue 44: what site.yml refused only after the roce stage had changed the nodes.
+    "the main weights' revision left unset (the example inventory as shipped)": (
+        mutate(group={"sglang_profile_overrides": {}}),
+        ["spark-1: sglang_engine.model_revision is not set; fix: pin it"],
+    ),
+    "a placeholder revision": (
+        mutate(group={"sglang_profile_overrides": {"model_revision": "<40-hex commit>"}}),
+        ["spark-1: sglang_engine.model_revision '<40-hex commit>' is a placeholder"],
+    ),
+    "the RoCE NIC and HCA given in each other's place": (
+        mutate(group={"roce_iface": "roceP2p1s0f0", "roce_hca": "enP2p1s0f0np0"}),
+        [
+            "spark-1: roce_iface/roce_hca are swapped",
+            "fix: set roce_iface: enP2p1s0f0np0 and roce_hca: roceP2p1s0f0",
+        ],
+    ),
+    "a trusted token endpoint that is not a URL": (
+        mutate(group={"sglang_hf_token_endpoints": ["hf-mirror.com"]}),
+        ["cluster: sglang_hf_token_endpoints entry 'hf-mirror.com' is not an http(s) URL"],
     ),
     "a cluster-wide variable set per host": (
         mutate(host_extra={"spark-3": {"roce_subnet": "10.0.31.0/24", "roce_ipv4": "10.0.31.3"}}),
@@ -268,6 +293,95 @@ def test_good_inventory_passes_offline(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "unreachable=0" in result.stdout
     assert "failed=0" in result.stdout
+
+
+def test_a_passing_validate_ends_with_one_summary(tmp_path):
+    hosts, group, host_extra = mutate(group={"cluster_name": "rack7"})
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result = run_validate(str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The callback may fold long lines: compare with whitespace collapsed.
+    tail = " ".join(result.stdout.rsplit("TASK [Summarise what was checked]", 1)[1].split())
+    for text in (
+        "cluster rack7: 4 node(s), head spark-1",
+        "profile qwen38_27b_tp4_dflash2: qwen3.8-27b (TP 4 on 4 node(s))",
+        "RadixArk/Qwen3.8-27B-NVFP4-BF16-LMHead@0123456789abcdef0123456789abcdef01234567",
+        "from https://hf-mirror.com (HF token: not set)",
+        "rank 3 spark-4: ssh 127.0.3.33, bootstrap enP7s7, RoCE enp1s0f0np0/rocep1s0f0 10.0.30.4",
+    ):
+        assert text in tail, tail
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["-e", "preflight_playbook=upgrade"], "upgrade_image is not set"),
+        (["-e", "preflight_playbook=drill"], "-e drill_confirm=rack7 (drill_confirm is not set)"),
+        (["-e", "preflight_playbook=monitoring"], "monitoring_prometheus_host is not set"),
+        (["-e", "preflight_playbook=teardown", "-e", "teardown_confirm=rack"], "teardown_confirm"),
+    ],
+)
+def test_validate_checks_what_another_playbook_would_refuse(args, expected, tmp_path):
+    hosts, group, host_extra = mutate(group={"cluster_name": "rack7"})
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result = run_playbook(str(tmp_path), PLAYBOOK, *args)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and expected in output, output
+    assert "unreachable=1" not in output
+
+
+@pytest.mark.parametrize(
+    ("playbook", "expected"),
+    [
+        ("upgrade", "upgrade_image is not set"),
+        ("drill", "-e drill_confirm=rack7 (drill_confirm is not set)"),
+        ("monitoring", "monitoring_prometheus_host is not set"),
+    ],
+)
+def test_each_playbook_refuses_its_missing_variable_before_it_connects(
+    playbook, expected, tmp_path
+):
+    hosts, group, host_extra = mutate(group={"cluster_name": "rack7"})
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    result = run_playbook(str(tmp_path), os.path.join(REPO, "playbooks", f"{playbook}.yml"))
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and expected in output, output
+    assert "UNREACHABLE" not in output and "unreachable=1" not in output, output
+
+
+@pytest.mark.parametrize(
+    ("password", "expected"),
+    [(None, "no vault password was given"), ("wrong", "the password given does not open it")],
+)
+def test_an_unreadable_vault_names_the_file_and_the_flag(password, expected, tmp_path):
+    hosts, group, host_extra = mutate()
+    write_inventory(str(tmp_path), hosts, group, host_extra)
+    # The group's own file, vaulted whole (group_vars/all is read for the controller's first
+    # play too, where Ansible's own words are all there is: docs/real-cluster.md).
+    secrets = tmp_path / "group_vars" / "spark_nodes.yml"
+    (tmp_path / "right").write_text("right\n", encoding="utf-8")
+    subprocess.run(
+        [
+            os.path.join(REPO, ".venv", "bin", "ansible-vault"),
+            "encrypt",
+            "--vault-password-file",
+            str(tmp_path / "right"),
+            str(secrets),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    args = []
+    if password:
+        (tmp_path / "pw").write_text(password + "\n", encoding="utf-8")
+        args = ["--vault-password-file", str(tmp_path / "pw")]
+    result = run_playbook(str(tmp_path), PLAYBOOK, *args)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert f"{secrets} is vaulted and {expected}" in output, output
+    assert "--ask-vault-pass" in output
+    good = run_playbook(str(tmp_path), PLAYBOOK, "--vault-password-file", str(tmp_path / "right"))
+    assert good.returncode == 0, good.stdout + good.stderr
 
 
 def test_open_api_without_key_is_a_loud_warning(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import subprocess
@@ -80,6 +81,31 @@ def test_unknown_flag_exits_2():
     code, out = run_once("--model-path", "/tmp", "--no-such-flag", "1")
     assert code == 2
     assert "unrecognized arguments: --no-such-flag" in out
+
+
+def parse_in_image(*argv, image=IMAGE):
+    """The launcher check's parse (module_utils/_engine_args.PARSE) in a throwaway container."""
+    spec = importlib.util.spec_from_file_location(
+        "_engine_args", ROOT / "plugins" / "module_utils" / "_engine_args.py"
+    )
+    _engine_args = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_engine_args)
+    proc = docker(
+        *_engine_args.docker_argv("python3", image, list(argv), f"{PREFIX}-argcheck"), check=False
+    )
+    return _engine_args.verdict(proc.stdout)
+
+
+def test_the_engines_parser_accepts_the_releases_flags_and_refuses_others():
+    """sglang.srt.server_args answers the parse the way the release would (no GPU, no network)."""
+    rendered = ["--trust-remote-code", "--model-path", "/m", "--mem-fraction-static", "0.80",
+                "--tp-size", "2", "--dist-init-addr", "10.0.0.1:23000"]  # fmt: skip
+    assert parse_in_image(*rendered) == {"ok": True}
+    answer = parse_in_image(*rendered, "--no-such-flag", "1")
+    assert answer == {
+        "refused": "unrecognized arguments: --no-such-flag 1",
+        "unknown": ["--no-such-flag", "1"],
+    }
 
 
 def test_tp_size_must_divide_over_nodes():

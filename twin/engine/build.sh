@@ -87,12 +87,17 @@ trap 'rm -rf "$ctx"' EXIT
 "$python" "$here/extract.py" --wheel "$wheel" --out "$ctx" >/dev/null
 cp "$here/Dockerfile" "$ctx/"
 cp "$here/sglang/__init__.py" "$here/sglang/launch_server.py" "$ctx/sglang/"
+# The stand-in's sglang.srt.server_args (upstream's parser API on flags.json): what the
+# launcher's check imports to parse a rank's arguments.
+mkdir -p "$ctx/sglang/srt"
+cp "$here/sglang/srt/server_args.py" "$ctx/sglang/srt/"
 printf '__version__ = "%s"\n' "$version" >"$ctx/sglang/version.py"
 mkdir -p "$ctx/sparksim"
 find "$here/sparksim" -maxdepth 1 -name '*.py' -exec cp {} "$ctx/sparksim/" \;
 printf '/opt/sparksim\n/sgl-workspace/sglang/python\n' >"$ctx/sparksim.pth"
 # Fixed modification times: the timestamp-mode pycs of our own files stay the same.
 find "$ctx/sparksim" "$ctx/sglang/__init__.py" "$ctx/sglang/launch_server.py" \
+  "$ctx/sglang/srt/server_args.py" \
   "$ctx/sglang/version.py" "$ctx/sglang/flags.json" "$ctx/sparksim.pth" \
   -exec touch -d @0 {} +
 

@@ -8,7 +8,15 @@ Writes, under OUT:
     sglang/srt/utils/common.py                 the real file, when the release has it
                                                (its is_sm120() gate, read by sparksim.gpu)
     sglang/flags.json                          every `--flag` of the release's
-                                               server_args.py, read statically
+                                               server_args.py (and arg_groups/), read
+                                               statically
+
+The releases declare their flags in three layouts, all read: ``parser.add_argument("--x",
+...)`` in server_args.py (up to 0.5.12); annotated fields of the ServerArgs dataclass in
+server_args.py, ``name: A[type, "help" | Arg(...)(, NS("group"))] = default`` (0.5.13 to
+0.5.1x); the same fields in namespace classes under arg_groups/ (0.5.2x). The declarations
+are also counted on their own (``declarations``): fewer flags read than MIN_READ of them
+fails the extraction (a layout this file does not read yet), and with it the image build.
 
 Each extracted file keeps the modification time recorded in the wheel, so the
 timestamp-mode .pyc compiled from it is the same on every build.
@@ -32,9 +40,13 @@ FILES = {
     "sglang/srt/utils/common.py": False,
 }
 SERVER_ARGS = "sglang/srt/server_args.py"
-# SGLang >= 0.5.2x declares most flags as annotated dataclass fields here
+# SGLang >= 0.5.2x declares most flags as annotated fields of namespace classes here
 # (``name: A[type, "help" | Arg(...)] = default``, see arg_groups/arg_utils.py).
 ARG_FIELDS = "sglang/srt/arg_groups/"
+# Field metadata that is not a flag's (arg_utils: a namespace, a derived value).
+NON_CLI = ("NS", "Derived")
+# Fewer flags read than this share of the declarations counted fails the extraction.
+MIN_READ = 0.9
 
 
 def _literal(node, defaults):
@@ -130,26 +142,85 @@ def _unwrap(node):
     return node, False
 
 
+def _annotated_fields(tree):
+    """Every ``name: A[...]`` / ``name: Annotated[...]`` field of a class: (node, parts)."""
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for node in cls.body:
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            ann = node.annotation
+            if not isinstance(ann, ast.Subscript):
+                continue
+            if getattr(ann.value, "id", "") not in ("A", "Annotated"):
+                continue
+            parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            yield node, parts
+
+
+def _is_help(node):
+    """A help text: a string, an f-string or strings joined with +."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_help(node.left)
+
+
+def _cli_meta(parts):
+    """The keywords of a field's CLI metadata, {} for a bare help text, None without either.
+
+    As arg_utils' _unwrap_annotated: the first ``Arg(...)`` or string after the type, so
+    markers beside it (``NS("group")``, before or after) do not hide the field.
+    """
+    for meta in parts[1:]:
+        if _is_help(meta):
+            return {}
+        if isinstance(meta, ast.Call) and getattr(meta.func, "id", "") == "Arg":
+            return {k.arg: k.value for k in meta.keywords if k.arg}
+    return None
+
+
+def declarations(source):
+    """How many flags a file declares, counted apart from how they are read.
+
+    Every ``add_argument("-...", ...)`` call and every annotated class field, less the
+    fields upstream never puts on the command line: ``Arg(no_cli=True)``, or nothing after
+    the type but markers (NON_CLI). A field with metadata of another kind is counted, so a
+    layout this file does not read shows as flags missing.
+    """
+    tree = ast.parse(source)
+    count = 0
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("-")
+        ):
+            count += 1
+    for _node, parts in _annotated_fields(tree):
+        kw = _cli_meta(parts) or {}
+        if "no_cli" in kw and _literal(kw["no_cli"], {}):
+            continue
+        if all(
+            isinstance(meta, ast.Call) and getattr(meta.func, "id", "") in NON_CLI
+            for meta in parts[1:]
+        ):
+            continue
+        count += 1
+    return count
+
+
 def field_flags(source):
     """Flags of every ``A[type, "help" | Arg(...)]`` field (arg_utils' own derivation rules)."""
     flags = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
-            continue
-        ann = node.annotation
-        if not isinstance(ann, ast.Subscript):
-            continue
-        if getattr(ann.value, "id", "") not in ("A", "Annotated"):
-            continue
-        parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else []
-        if len(parts) < 2:
-            continue
-        meta = parts[1]
-        if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
-            kw = {}
-        elif isinstance(meta, ast.Call) and getattr(meta.func, "id", "") == "Arg":
-            kw = {k.arg: k.value for k in meta.keywords if k.arg}
-        else:
+    for node, parts in _annotated_fields(ast.parse(source)):
+        kw = _cli_meta(parts)
+        if kw is None:
             continue
         if _literal(kw["no_cli"], {}) if "no_cli" in kw else False:
             continue
@@ -189,6 +260,21 @@ def field_flags(source):
     return flags
 
 
+def release_flags(sources):
+    """(flags, declarations counted) of a release: {member: source} of server_args.py and
+    the files under arg_groups/. A flag is kept once, its first declaration winning."""
+    flags, declared, seen = [], 0, set()
+    for member in sorted(sources, key=lambda m: (m != SERVER_ARGS, m)):
+        source = sources[member]
+        declared += declarations(source)
+        found = server_flags(source) if member == SERVER_ARGS else []
+        for flag in found + field_flags(source):
+            if not seen.intersection(flag["names"]):
+                flags.append(flag)
+                seen.update(flag["names"])
+    return flags, declared
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--wheel", required=True)
@@ -209,19 +295,24 @@ def main(argv=None):
                 dst.write(src.read())
             stamp = time.mktime((*info.date_time, 0, 0, -1))
             os.utime(target, (stamp, stamp))
-        flags = server_flags(wheel.read(SERVER_ARGS).decode()) if SERVER_ARGS in names else []
-        seen = {n for flag in flags for n in flag["names"]}
-        for member in sorted(n for n in names if n.startswith(ARG_FIELDS) and n.endswith(".py")):
-            for flag in field_flags(wheel.read(member).decode()):
-                if not seen.intersection(flag["names"]):
-                    flags.append(flag)
-                    seen.update(flag["names"])
+        sources = {
+            member: wheel.read(member).decode()
+            for member in sorted(names)
+            if member == SERVER_ARGS or (member.startswith(ARG_FIELDS) and member.endswith(".py"))
+        }
+    flags, declared = release_flags(sources)
+    if len(flags) < MIN_READ * declared:
+        sys.exit(
+            f"extract: read {len(flags)} flags of the {declared} that server_args.py and "
+            f"arg_groups/ of {os.path.basename(args.wheel)} declare: a field layout "
+            "extract.py does not read; teach it the layout (twin/engine/README.md)"
+        )
     target = os.path.join(args.out, "sglang", "flags.json")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, "w", encoding="utf-8") as handle:
         json.dump(flags, handle, indent=1, sort_keys=True)
         handle.write("\n")
-    print(f"extract: {len(flags)} server flags")
+    print(f"extract: {len(flags)} server flags ({declared} declared)")
     return 0
 
 

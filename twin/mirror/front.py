@@ -8,6 +8,9 @@ token route that answers 401: seed Pitfall 7 as in the field), and can slow the
 bodies down so a test can kill a download half-way. Everything else is passed to
 olah untouched.
 
+It also lists every request that carried an Authorization header ("authorized": method and
+path, never the header's value), so a test can prove a token was, or was not, sent here.
+
 Control routes (the twin's tests only): GET /_sparksim/stats, POST /_sparksim/reset,
 POST /_sparksim/config with JSON {"xet": bool, "rate_bytes_s": int, "fail_after_bytes": int}.
 """
@@ -41,6 +44,7 @@ STATE = {
     "config": {"xet": False, "rate_bytes_s": 0, "fail_after_bytes": 0},
     "files": {},
     "requests": [],
+    "authorized": [],
     "served": 0,
 }
 
@@ -73,6 +77,7 @@ class Front(BaseHTTPRequestHandler):
             if self.path == "/_sparksim/reset":
                 STATE["files"].clear()
                 STATE["requests"].clear()
+                STATE["authorized"].clear()
                 STATE["served"] = 0
             elif self.path == "/_sparksim/config":
                 STATE["config"].update(body)
@@ -87,6 +92,8 @@ class Front(BaseHTTPRequestHandler):
         with LOCK:
             config = dict(STATE["config"])
             STATE["requests"].append(f"{self.command} {self.path}")
+            if self.headers.get("Authorization"):
+                STATE["authorized"].append(f"{self.command} {self.path}")
         if XET_TOKEN.match(self.path):
             # huggingface.co answers the token route only to an authorised client; a
             # mirror cannot proxy Xet storage, which is what Pitfall 7 looked like.

@@ -10,7 +10,9 @@ with a one-line wrapper at the launcher path (sglang_node_bin) that runs it as
   start             check the node, remove this launcher's other ranks and a leftover
                     container, run the rank, keep its log (follow-log, detached)
   check             refuse what would fail: the MTU, no RoCE GID for the data-plane
-                    address, an unpatched file, a missing env file or image; prints ok
+                    address, an unpatched file, a missing env file or image, a launch
+                    argument the engine's own parser in the image refuses (a throwaway
+                    container, verdict kept per image id and arguments); prints ok
                     (a refusal prints the node's uptime_s=N on stdout first)
   memcheck          (every rank stopped) refuse when MemAvailable does not cover the
                     profile's container.memory: a reboot is needed; prints ok
@@ -55,19 +57,31 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import _converge
+    import _engine_args
     import _gid
+    import _profile_schema
     import _textfile
 except ImportError:  # the checkout's unit tests run this file from roles/sglang_node/files
     from ansible_collections.sparkfleet.serving.plugins.module_utils import (
         _converge,
+        _engine_args,
         _gid,
+        _profile_schema,
         _textfile,
     )
 
 DEFAULT_CONFIG = "/etc/sparkfleet/rank.json"
 USAGE = "start|check|memcheck|stop [--restart]|status|tail [LINES]|show|config-hash"
 EX_REFUSED = 1
+# The fix a refusal names: the run that provisions the node (from the operator's controller).
+RERUN_SITE = "ansible-playbook sparkfleet.serving.site -i <inventory>"
 EX_USAGE = 2
+
+# The engine's parse of the launch arguments (check): its verdicts, per image id and
+# arguments, in the state directory (the stopped mark's); how long one parse may take.
+ARGCHECK_CACHE = "engine-args.json"
+ARGCHECK_KEEP = 16
+ARGCHECK_TIMEOUT_S = 90
 
 # One inspect: the state and the configuration label ("-" on a container without it).
 STATUS_FORMAT = '{{.State.Status}} {{or (index .Config.Labels "sparkfleet.config") "-"}}'
@@ -366,7 +380,7 @@ class Rank:
                 None,
             )
         except _gid.GidError as exc:
-            return None, f"{exc}; the port is not up yet, or re-run site.yml (roce role)"
+            return None, f"{exc}; the port is not up yet, or re-run {RERUN_SITE} (roce role)"
 
     def gid_rows(self):
         """(rows, problems): the GID row of each function's address, or why there is none.
@@ -412,7 +426,7 @@ class Rank:
             if mtu_value < int(link["mtu"]):
                 problems.append(
                     f"{link['iface']} MTU is {mtu}, below {int(link['mtu'])}: RDMA over this path "
-                    "would fail; re-run site.yml (roce role) or fix the NIC"
+                    f"would fail; re-run {RERUN_SITE} (roce role) or fix the NIC"
                 )
         rows, gid_problems = self.gid_rows()
         return problems + gid_problems, rows
@@ -448,14 +462,14 @@ class Rank:
             if b"HARDEN-PATCH" not in content:
                 self.refuse(
                     f"patch file {path} is missing or not patched; "
-                    "re-run site.yml (sglang_patches role)"
+                    f"re-run {RERUN_SITE} (sglang_patches role)"
                 )
         if not os.access(self.env_file, os.R_OK):
-            self.refuse(f"{self.env_file} is missing; re-run site.yml (sglang_node role)")
+            self.refuse(f"{self.env_file} is missing; re-run {RERUN_SITE} (sglang_node role)")
         if run_docker("image", "inspect", self.image_id, quiet=True)[0] != 0:
             self.refuse(
                 f"image {self.image_id} (the {self.image} the patches were cut from) is no "
-                "longer on this node; load that image again, or re-run site.yml to patch the "
+                f"longer on this node; load that image again, or re-run {RERUN_SITE} to patch the "
                 f"image {self.image} now names"
             )
         rc, out = run_docker(
@@ -465,10 +479,58 @@ class Rank:
         if tagged != self.image_id:
             self.log(
                 f"{self.image} now points at {tagged}, not {self.image_id}: running "
-                f"{self.image_id} (what the patches were cut from); re-run site.yml to move "
+                f"{self.image_id} (what the patches were cut from); re-run {RERUN_SITE} to move "
                 "to the new image"
             )
         return rows
+
+    def check_engine_args(self):
+        """Refuse launch arguments the engine in the image refuses (its own parser, in a
+        throwaway container: no GPU, no network, nothing started). A verdict is kept per
+        (image id, arguments); a parse that cannot run (an image without the module, a
+        timeout) is logged and passes: the start itself is the engine's last word."""
+        argv = _engine_args.server_argv(self.command)
+        if argv is None:
+            return
+        key = _engine_args.cache_key(self.image_id, argv)
+        path = os.path.join(os.path.dirname(self.stopped_mark) or ".", ARGCHECK_CACHE)
+        answer = _engine_args.recall(path, key)
+        if answer is None:
+            answer, why = self.parse_engine_args(argv)
+            if answer is None:
+                self.log(f"the engine's argument parse could not run in {self.image}: {why}")
+                return
+            _engine_args.remember(path, key, self.image_id, answer, ARGCHECK_KEEP)
+        if "refused" in answer:
+            self.refuse(
+                _engine_args.refusal(
+                    self.image, self.image_id, argv, _profile_schema.server_flags(), answer
+                )
+            )
+
+    def parse_engine_args(self, argv):
+        """(verdict, None) of the engine's parse in a throwaway container, or (None, why)."""
+        name = f"{self.name}-argcheck-{os.getpid()}"
+        python = self.command[0] if self.command else "python3"
+        try:
+            proc = docker(
+                *_engine_args.docker_argv(python, self.image_id, argv, name),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            out, err = proc.communicate(timeout=ARGCHECK_TIMEOUT_S)
+        except OSError as exc:
+            return None, f"docker: {exc}"
+        except subprocess.TimeoutExpired:
+            run_docker("rm", "-f", name, quiet=True)
+            proc.kill()
+            proc.communicate()
+            return None, f"no answer in {ARGCHECK_TIMEOUT_S} s"
+        answer = _engine_args.verdict(out.decode("utf-8", "replace"))
+        if answer is None or "unavailable" in answer:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            return None, (answer or {}).get("unavailable") or (lines[-1] if lines else "no answer")
+        return answer, None
 
     def memcheck(self):
         """After every rank stopped: does MemAvailable cover what the rank may use?
@@ -705,7 +767,7 @@ def main(argv=None):
         what = f"no {problem}" if isinstance(problem, KeyError) else str(problem)
         print(
             f"{prog}: REFUSED: cannot read the rank configuration {config} ({what}); "
-            "re-run site.yml (sglang_node role)",
+            f"re-run {RERUN_SITE} (sglang_node role)",
             file=sys.stderr,
         )
         return EX_REFUSED
@@ -715,6 +777,7 @@ def main(argv=None):
             rank.start()
         elif verb == "check":
             rank.check_node()
+            rank.check_engine_args()
             print("ok")
         elif verb == "memcheck":
             rank.memcheck()

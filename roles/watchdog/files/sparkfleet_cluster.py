@@ -74,9 +74,20 @@ EX_UNREACHABLE = 6  # a node did not answer over SSH: a transient, never a refus
 EX_MEMORY = 7  # stopped, but a node has less memory available than the engine needs: no start
 EX_BOOTING = 8  # refused only by nodes within boot_window_s of their boot: a transient
 EX_BUSY = 75  # another run holds the lock (EX_TEMPFAIL)
+# The fix a refusal names: the run that provisions the cluster, from the operator's controller.
+RERUN_SITE = "ansible-playbook sparkfleet.serving.site -i <inventory>"
 
 # Launcher states (sparkfleet-sglang status) that mean the rank's engine is gone.
 GONE = ("absent", "exited", "dead", "created", "removing")
+# A running ordered restart, start or stop writes its progress here (in run_dir): phase,
+# ranks stopped and started, since when the head is awaited. `sparkfleet-cluster progress`
+# prints it with one line; a playbook that runs the operation in the background prints
+# that line every round (the cluster role's entry point follow).
+PROGRESS_FILE = "cluster-progress.json"
+# While the head's /health is awaited, every rank's state is read this often (seconds):
+# a rank whose container exited ends the wait at once, quoting this many of its log lines.
+RANK_WATCH_S = 5
+EXITED_TAIL_LINES = 20
 CRASH, WEDGED, UNREACHABLE = "crash", "wedged", "unreachable"
 REBOOT = "reboot-required"
 # Every kind an observation can have, one textfile series each (sparkfleet_watchdog_observation).
@@ -361,6 +372,49 @@ def next_pause(state, wd):
     return wd["interval_s"]
 
 
+def progress_line(p, now, alive=True):
+    """One line of a cluster operation's progress (what `sparkfleet-cluster progress` prints).
+
+    p: the progress file (Cluster.note): op, reason, began, phase, ranks (in start order),
+    stopped, started, starting, waiting_since, wait_s, head, log; rc and message once ended.
+    alive: whether the process that writes it still runs (a killed run never ends its file).
+    """
+    if not p.get("op"):
+        return "no cluster operation recorded yet"
+    what = p["op"] + (f" ({p['reason']})" if p.get("reason") else "")
+    if p.get("phase") in ("done", "failed"):
+        took = p.get("ended", now) - p["began"]
+        verdict = "ended" if p["phase"] == "done" else f"FAILED (rc {p.get('rc')})"
+        return f"{what} {verdict} after {took:.0f} s: {p.get('message', '')}"
+    n, head = len(p.get("ranks", [])), p.get("head", "the head")
+    counts = []
+    if p["op"] != "start":
+        counts.append(f"{len(p.get('stopped', []))}/{n} ranks stopped")
+    if p["op"] != "stop":
+        started = p.get("started", [])
+        counts.append(
+            f"{len(started)}/{n} started" + (f" ({', '.join(started)})" if started else "")
+        )
+    phase = p.get("phase")
+    if phase == "wait":
+        doing = (
+            f"waiting for {head}'s /health for {now - p['waiting_since']:.0f} s "
+            f"(up to {p.get('wait_s')} s)"
+        )
+    elif phase == "start":
+        doing = f"starting {p['starting']}" if p.get("starting") else "starting"
+    else:
+        doing = {
+            "check": "checking every rank's launcher (nothing stopped yet)",
+            "stop": "stopping every rank",
+            "memcheck": "checking every node's memory before the start",
+        }.get(phase, phase or "")
+    line = f"{what}, {now - p['began']:.0f} s: {', '.join(counts)}; {doing}"
+    if not alive:
+        line += f"; its process {p.get('pid')} is gone (killed?)"
+    return line + (f"; follow {p['log']} on {head}" if p.get("log") else "")
+
+
 def stack_section(lines):
     """The lines from the first watchdog timeout / stack dump line on."""
     for i, line in enumerate(lines):
@@ -482,11 +536,58 @@ class Cluster:
         self.head = self.ranks[0]
         self.workers = self.ranks[1:]
         self.driver, self.program, self.remote_prefix, self.order = driver_of(cfg)
+        self.progress = {}
+
+    def progress_path(self):
+        """Where this cluster's operations write their progress (None: nowhere)."""
+        run_dir = self.cfg.get("run_dir") or os.path.dirname(self.cfg.get("lock_file") or "")
+        return os.path.join(run_dir, PROGRESS_FILE) if run_dir else None
+
+    def note(self, **changes):
+        """Record the operation's progress, written whole and renamed (a reader never sees
+        half a file). A file that cannot be written never stops the operation."""
+        self.progress.update(changes)
+        path = self.progress_path()
+        if not path:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            write_json(path, self.progress)
+        except OSError as exc:
+            self.log(f"cannot write the progress file {path}: {exc}", "WARNING")
+
+    def begin(self, op, reason, phase):
+        """A new operation's progress (called with the cluster lock held)."""
+        self.progress = {}
+        self.note(
+            op=op,
+            reason=reason,
+            pid=os.getpid(),
+            began=self.clock.time(),
+            phase=phase,
+            head=self.head["host"],
+            ranks=[r["host"] for r in self.start_order()],
+            stopped=[],
+            started=[],
+            log=self.cfg.get("cluster_log") or "",
+        )
+
+    def finish(self, rc, msg):
+        """The operation's outcome in its progress file; returns (rc, msg)."""
+        self.note(
+            phase="done" if rc == 0 else "failed", rc=rc, message=msg, ended=self.clock.time()
+        )
+        return rc, msg
 
     def start_order(self):
         """The ranks in the order they start: workers N-1..1 then the head, or the reverse."""
         ranks = [*reversed(self.workers), self.head]
         return ranks if self.order == "workers_first" else list(reversed(ranks))
+
+    def stop_waves(self):
+        """The ranks in the order a deliberate stop takes them: the head alone first (its API
+        takes no new request while the workers still run), then every worker at once."""
+        return [[self.head], self.workers] if self.workers else [[self.head]]
 
     def run(self, rank, *verb, timeout=None):
         """(rc, stdout, stderr) of the driver's verb on that rank."""
@@ -627,12 +728,46 @@ class Cluster:
         return refusals, results, booting and bool(refusals)
 
     def wait_healthy(self, wait_s):
+        """Wait up to wait_s for the head's /health 200: None, or why the wait ended early.
+
+        Every rank's state is read every RANK_WATCH_S meanwhile (the launcher's status, the
+        watchdog's read): a rank whose container exited ends the wait at once, naming it with
+        the last lines of its engine log, instead of waiting out wait_s for a head that can
+        no longer answer. A rank that is slow but running, or a node that does not answer
+        for a moment, is waited for.
+        """
         deadline = self.clock.monotonic() + wait_s
+        watch = float(self.cfg.get("rank_watch_s", RANK_WATCH_S))
+        look = self.clock.monotonic()
+        self.note(phase="wait", waiting_since=self.clock.time(), wait_s=wait_s)
         while self.clock.monotonic() < deadline:
             if self.head_health() == 200:
-                return True
+                return None
+            if self.clock.monotonic() >= look:
+                gone = self.exited()
+                if gone:
+                    return gone
+                look = self.clock.monotonic() + watch
             self.clock.sleep(1)
-        return False
+        return ""
+
+    def exited(self):
+        """'host (rank N) is exited ...: <its last log lines>' for every rank gone, or ''."""
+        states = self.states()
+        gone = [r for r in self.ranks if states.get(r["host"]) in GONE]
+        if not gone:
+            return ""
+        tails = self.each(gone, "tail", str(EXITED_TAIL_LINES))
+        parts = []
+        for rank in gone:
+            rc, out, err = tails[rank["host"]]
+            lines = out if rc == 0 and out else f"(no log lines: {err or f'rc={rc}'})"
+            parts.append(
+                f"{rank['host']} (rank {rank['rank']}) is {states[rank['host']]} while the "
+                f"head's /health was awaited; the last {EXITED_TAIL_LINES} lines of its engine "
+                f"log:\n{lines}"
+            )
+        return "\n".join(parts)
 
     def unreached(self, step, results):
         """(EX_UNREACHABLE, message) when a node did not answer during a step, else None."""
@@ -708,52 +843,61 @@ class Cluster:
             if not got:
                 lock, wait = self.cfg["lock_file"], self.cfg["lock_wait_s"]
                 return EX_BUSY, f"another cluster operation held {lock} for {wait} s"
-            t0 = self.clock.monotonic()
-            self.log(f"restart requested ({reason}): checking every rank first")
-            refusals, results, booting = self.check()
-            lost = self.unreached("check", results)
-            if lost:
-                return lost
-            if booting:
-                msg = (
-                    "not ready after a boot, nothing stopped: {}; a transient "
-                    "(boot_window_s={}): retried".format(
-                        "; ".join(refusals), self.cfg.get("boot_window_s")
-                    )
+            self.begin("restart", reason, "check")
+            return self.finish(*self._restart_locked(reason, wait_s))
+
+    def _restart_locked(self, reason, wait_s):
+        """The ordered restart with the lock held: check, stop, memory, start, wait."""
+        t0 = self.clock.monotonic()
+        self.log(f"restart requested ({reason}): checking every rank first")
+        refusals, results, booting = self.check()
+        lost = self.unreached("check", results)
+        if lost:
+            return lost
+        if booting:
+            msg = (
+                "not ready after a boot, nothing stopped: {}; a transient "
+                "(boot_window_s={}): retried".format(
+                    "; ".join(refusals), self.cfg.get("boot_window_s")
                 )
-                self.log(msg, "WARNING")
-                return EX_BOOTING, msg
-            if refusals:
-                msg = "REFUSED, nothing stopped: {}; fix: re-run site.yml".format(
-                    "; ".join(refusals)
-                )
-                self.log(msg, "ERROR")
-                return EX_REFUSED, msg
-            stops = self.each(self.ranks, "stop", "--restart")
-            lost = self.unreached("stop", stops)
-            if lost:
-                return lost
-            failed = [
-                "{}: {}".format(h, e or f"rc={rc}") for h, (rc, _o, e) in stops.items() if rc != 0
-            ]
-            if failed:
-                msg = "stop failed: {}".format("; ".join(failed))
-                self.log(msg, "ERROR")
-                return EX_FAILED, msg
-            self.log(f"stopped all {len(self.ranks)} ranks")
-            # A crashed engine's memory may not come back (GB10 unified memory): starting
-            # into it loops until the node stops answering. Nothing starts then.
-            short = self.memory()
-            if short:
-                # Each line names its node, the figures and the fix (the launcher's memcheck).
-                msg = "REBOOT REQUIRED, nothing started: " + "; ".join(short)
-                self.log(msg, "ERROR")
-                return EX_MEMORY, msg
-            return self._start(wait_s, t0, "restart")
+            )
+            self.log(msg, "WARNING")
+            return EX_BOOTING, msg
+        if refusals:
+            msg = "REFUSED, nothing stopped: {}; fix: re-run {}".format(
+                "; ".join(refusals), RERUN_SITE
+            )
+            self.log(msg, "ERROR")
+            return EX_REFUSED, msg
+        self.note(phase="stop")
+        stops = self.each(self.ranks, "stop", "--restart")
+        lost = self.unreached("stop", stops)
+        if lost:
+            return lost
+        failed = [
+            "{}: {}".format(h, e or f"rc={rc}") for h, (rc, _o, e) in stops.items() if rc != 0
+        ]
+        if failed:
+            msg = "stop failed: {}".format("; ".join(failed))
+            self.log(msg, "ERROR")
+            return EX_FAILED, msg
+        self.log(f"stopped all {len(self.ranks)} ranks")
+        self.note(phase="memcheck", stopped=list(self.progress.get("ranks", [])))
+        # A crashed engine's memory may not come back (GB10 unified memory): starting
+        # into it loops until the node stops answering. Nothing starts then.
+        short = self.memory()
+        if short:
+            # Each line names its node, the figures and the fix (the launcher's memcheck).
+            msg = "REBOOT REQUIRED, nothing started: " + "; ".join(short)
+            self.log(msg, "ERROR")
+            return EX_MEMORY, msg
+        return self._start(wait_s, t0, "restart")
 
     def _start(self, wait_s, t0, what):
         """Start every rank in the start order, one at a time, then wait for the head."""
+        self.note(phase="start")
         for rank in self.start_order():
+            self.note(starting=rank["host"])
             rc, _out, err = self.run(rank, "start")
             lost = self.unreached("start", {rank["host"]: (rc, _out, err)})
             if lost:
@@ -764,13 +908,18 @@ class Cluster:
                 self.log(msg, "ERROR")
                 return EX_FAILED, msg
             self.log(f"started {rank['host']} (rank {rank['rank']})")
+            self.note(started=[*self.progress.get("started", []), rank["host"]], starting=None)
         if wait_s <= 0:
             took, order = (
                 self.clock.monotonic() - t0,
                 " -> ".join(r["host"] for r in self.start_order()),
             )
             return 0, f"started every rank in {took:.1f} s ({order}; not waiting for health)"
-        if not self.wait_healthy(wait_s):
+        ended = self.wait_healthy(wait_s)
+        if ended:
+            self.log(ended, "ERROR")
+            return EX_FAILED, ended
+        if ended is not None:
             msg = f"started every rank, but the head did not answer /health within {wait_s} s"
             self.log(msg, "ERROR")
             return EX_UNHEALTHY, msg
@@ -783,23 +932,36 @@ class Cluster:
         with flocked(self.cfg["lock_file"], self.cfg["lock_wait_s"]) as got:
             if not got:
                 return EX_BUSY, "another cluster operation holds the lock"
+            self.begin("start", "", "start")
             self.log(f"start of every rank ({self.driver} driver, {self.order})")
-            return self._start(wait_s, self.clock.monotonic(), "start")
+            return self.finish(*self._start(wait_s, self.clock.monotonic(), "start"))
 
     def stop(self):
         with flocked(self.cfg["lock_file"], self.cfg["lock_wait_s"]) as got:
             if not got:
                 return EX_BUSY, "another cluster operation holds the lock"
-            res = self.each(self.ranks, "stop")
-            lost = self.unreached("stop", res)
-            if lost:
-                return lost
+            self.begin("stop", "", "stop")
+            # The head first, then the workers; a wave that fails ends the stop there (the
+            # ranks after it keep running, named in the message).
+            res = {}
+            for wave in self.stop_waves():
+                res.update(self.each(wave, "stop"))
+                lost = self.unreached("stop", res)
+                if lost:
+                    return self.finish(*lost)
+                if any(rc != 0 for rc, _o, _e in res.values()):
+                    break
+                self.log("stopped " + ", ".join(f"{r['host']} (rank {r['rank']})" for r in wave))
             failed = [f"{h}: {e or f'rc={rc}'}" for h, (rc, _o, e) in res.items() if rc != 0]
+            left = [r["host"] for r in self.ranks if r["host"] not in res]
+            if left:
+                failed.append("not stopped after that: " + ", ".join(left))
             self.log(
                 f"deliberate stop of every rank ({self.driver} driver)"
                 + (": failed on " + "; ".join(failed) if failed else "")
             )
-            return (EX_FAILED, "; ".join(failed)) if failed else (0, "stopped")
+            self.note(stopped=[h for h, (rc, _o, _e) in res.items() if rc == 0])
+            return self.finish(*((EX_FAILED, "; ".join(failed)) if failed else (0, "stopped")))
 
 
 def file_stamp(path):
@@ -1176,7 +1338,7 @@ class Watchdog:
         with open(self.gave_up, "w", encoding="utf-8") as fh:
             fh.write(
                 f"{iso(now)} {reason}\n"
-                "fix the cause (re-run site.yml), then: sparkfleet-watchdog clear\n"
+                f"fix the cause (re-run {RERUN_SITE}), then: sparkfleet-watchdog clear\n"
             )
         self.decide(
             state,
@@ -1419,6 +1581,20 @@ def write_textfile(directory, name, text, log):
         log(problem, "WARNING")
 
 
+def read_progress(path, now):
+    """The progress file with its line as of now (and whether its writer still runs)."""
+    p = read_json(path, {}) if path else {}
+    alive = True
+    if p.get("pid") and p.get("phase") not in ("done", "failed"):
+        try:
+            os.kill(int(p["pid"]), 0)
+        except ProcessLookupError:
+            alive = False
+        except (OSError, ValueError):
+            pass
+    return dict(p, alive=alive, line=progress_line(p, now, alive))
+
+
 def _first_line(path):
     try:
         with open(path, encoding="utf-8") as fh:
@@ -1453,6 +1629,9 @@ def cluster_main(cfg, argv):
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("status", help="every rank's launcher state (JSON)")
     sub.add_parser("check", help="every rank's launcher checks")
+    sub.add_parser(
+        "progress", help="the last restart, start or stop: its progress file and one line (JSON)"
+    )
     restart = sub.add_parser(
         "restart", help="check all, stop all, start workers N-1..1, then the head"
     )
@@ -1460,15 +1639,23 @@ def cluster_main(cfg, argv):
     restart.add_argument(
         "--wait", type=int, default=0, help="seconds to wait for the head's /health (0: do not)"
     )
-    sub.add_parser("stop", help="deliberately stop every rank (the watchdog leaves it alone)")
+    sub.add_parser(
+        "stop", help="deliberately stop every rank, the head first (the watchdog leaves it alone)"
+    )
     start = sub.add_parser("start", help="start every rank in its order (after a stop)")
     start.add_argument(
         "--wait", type=int, default=0, help="seconds to wait for the head's /health (0: do not)"
     )
     args = parser.parse_args(argv)
-    cluster = Cluster(cfg, Log(cfg["cluster_log"], "sparkfleet-cluster", echo=args.cmd != "status"))
+    cluster = Cluster(
+        cfg,
+        Log(cfg["cluster_log"], "sparkfleet-cluster", echo=args.cmd not in ("status", "progress")),
+    )
     if args.cmd == "status":
         print(json.dumps(cluster.states(), indent=2, sort_keys=True))
+        return 0
+    if args.cmd == "progress":
+        print(json.dumps(read_progress(cluster.progress_path(), Clock.time()), sort_keys=True))
         return 0
     refused = cluster.only_stop_start()
     if args.cmd == "check" and refused:

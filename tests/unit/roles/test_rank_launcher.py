@@ -30,6 +30,8 @@ CONVERGE = ROOT / "plugins" / "module_utils" / "_converge.py"
 NAME = "qwen38-tp4-r1"
 IMAGE = "sparkfleet-twin/sglang:0.5.9"
 IMAGE_ID = "sha256:" + "ab" * 32
+# The fix the launcher's refusals name, in the installed collection's form.
+SITE = "ansible-playbook sparkfleet.serving.site -i <inventory>"
 GID = "0000:0000:0000:0000:0000:ffff:c0a8:6401"
 LOG_LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ sparkfleet-sglang\[" + re.escape(NAME) + r"\]: (.*)$"
@@ -37,7 +39,8 @@ LOG_LINE = re.compile(
 
 # docker, as far as the launcher asks it. Answers come from files in its own directory:
 # images (ids, one a line), tag_id (what the tag names), container ("<state> <label>"),
-# ps (names), logs (stdout of docker logs), fail_<verb> (exit code of that verb).
+# ps (names), logs (stdout of docker logs), fail_<verb> (exit code of that verb),
+# argcheck (the engine parse's answer, JSON).
 FAKE_DOCKER = """#!{python}
 import json, os, sys
 
@@ -84,6 +87,9 @@ elif args[0] == "ps":
 elif args[0] == "logs":
     sys.stdout.write(answer("logs") or "")
     sys.stderr.write("stderr line api_key='from-stderr' end\\n")
+elif args[0] == "run" and "sparkfleet.argcheck=1" in args:
+    # The engine's parse of the launch arguments (check): answer "argcheck", else ok.
+    print("sparkfleet-argcheck: " + (answer("argcheck") or '{{"ok": true}}').strip())
 elif args[0] == "run":
     print("f00d" * 16)
 """
@@ -291,6 +297,8 @@ def test_config_hash_installed_beside_converge(node, tmp_path):
     shutil.copy(CONVERGE, sbin / "_converge.py")
     shutil.copy(CONVERGE.parent / "_textfile.py", sbin / "_textfile.py")
     shutil.copy(CONVERGE.parent / "_gid.py", sbin / "_gid.py")
+    shutil.copy(CONVERGE.parent / "_engine_args.py", sbin / "_engine_args.py")
+    shutil.copy(CONVERGE.parent / "_profile_schema.py", sbin / "_profile_schema.py")
     out = subprocess.run(
         [sys.executable, str(sbin / "sparkfleet_launcher.py"), "config-hash"],
         capture_output=True,
@@ -415,7 +423,7 @@ def test_check_refuses_a_low_mtu(node):
         node,
         node.run("check"),
         "enp1s0f0np0 MTU is 1500, below 9000: RDMA over this path would fail; "
-        "re-run site.yml (roce role) or fix the NIC",
+        f"re-run {SITE} (roce role) or fix the NIC",
     )
 
 
@@ -425,7 +433,7 @@ def test_check_refuses_an_unreadable_mtu_as_zero(node):
         node,
         node.run("check"),
         "enp1s0f0np0 MTU is 0, below 9000: RDMA over this path would fail; "
-        "re-run site.yml (roce role) or fix the NIC",
+        f"re-run {SITE} (roce role) or fix the NIC",
     )
 
 
@@ -454,7 +462,7 @@ def test_check_refuses_when_no_gid_carries_the_address(node, gid, kind, found):
     reason = out.stderr.strip().splitlines()[-1]
     assert "REFUSED: 192.168.100.1: no RoCE v2 GID on rocep1s0f0" in reason
     assert f"IPv4 GIDs present: {found}" in reason
-    assert reason.endswith("the port is not up yet, or re-run site.yml (roce role)")
+    assert reason.endswith(f"the port is not up yet, or re-run {SITE} (roce role)")
     # The cluster control reads how long ago the node booted.
     assert re.fullmatch(r"uptime_s=360[0-9]\n", out.stdout)
 
@@ -468,7 +476,7 @@ def test_a_moved_gid_index_is_found_at_start_logged_and_used(node):
     assert "NCCL_IB_GID_INDEX=7" in node.run("show").stdout.splitlines()
     out = node.run("start")
     assert out.returncode == 0, out.stderr
-    runs = [c for c in node.calls() if c[0] == "run"]
+    runs = [c for c in node.calls() if c[0] == "run" and "sparkfleet.argcheck=1" not in c]
     assert [a for a in runs[0] if "GID_INDEX" in a or "gid-index" in a] == [
         "sparkfleet.gid-index=3",
         "NCCL_IB_GID_INDEX=3",
@@ -595,7 +603,7 @@ def test_check_refuses_an_unpatched_file(node, how):
     _assert_refused(
         node,
         node.run("check"),
-        f"patch file {path} is missing or not patched; re-run site.yml (sglang_patches role)",
+        f"patch file {path} is missing or not patched; re-run {SITE} (sglang_patches role)",
     )
 
 
@@ -604,7 +612,7 @@ def test_check_refuses_a_missing_env_file(node):
     _assert_refused(
         node,
         node.run("check"),
-        f"{node.env_file} is missing; re-run site.yml (sglang_node role)",
+        f"{node.env_file} is missing; re-run {SITE} (sglang_node role)",
     )
 
 
@@ -614,7 +622,7 @@ def test_check_refuses_a_missing_image(node):
         node,
         node.run("check"),
         f"image {IMAGE_ID} (the {IMAGE} the patches were cut from) is no longer on this node; "
-        f"load that image again, or re-run site.yml to patch the image {IMAGE} now names",
+        f"load that image again, or re-run {SITE} to patch the image {IMAGE} now names",
     )
 
 
@@ -628,7 +636,7 @@ def test_check_only_logs_a_moved_tag(node, tagged):
     assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
     message = (
         f"{IMAGE} now points at {tagged or 'absent'}, not {IMAGE_ID}: running {IMAGE_ID} "
-        "(what the patches were cut from); re-run site.yml to move to the new image"
+        f"(what the patches were cut from); re-run {SITE} to move to the new image"
     )
     assert node.launch_log() == [message]
     assert LOG_LINE.match(out.stderr.splitlines()[-1]).group(1) == message
@@ -972,3 +980,107 @@ def test_an_unwritable_textfile_directory_never_hides_a_refusal(node, tmp_path):
     assert "cannot write" in out.stderr
     # The cluster control reads the reason from the last stderr line.
     assert "REFUSED: enp1s0f0np0 MTU is 1500" in out.stderr.strip().splitlines()[-1]
+
+
+# --- check: the engine's own parser on the launch arguments ------------------------------
+
+RENDERED = [
+    "python3",
+    "--check-hash-based-pycs",
+    "always",
+    "-m",
+    "sglang.launch_server",
+    "--trust-remote-code",
+    "--model-path",
+    "/models/m",
+    "--tp-size",
+    "2",
+    "--mem-fraction-static",
+    "0.80",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "8890",
+    "--enable-p2p-check",
+]
+
+
+def _parses(node):
+    return [c for c in node.calls() if c[0] == "run" and "sparkfleet.argcheck=1" in c]
+
+
+def test_check_parses_the_arguments_in_the_image_once(node):
+    node.cfg["command"] = RENDERED
+    node.write_config()
+    assert node.run("check").stdout == "ok\n"
+    (parse,) = _parses(node)
+    assert parse[:2] == ["run", "--rm"]
+    assert parse[parse.index("--network") + 1] == "none"
+    assert parse[parse.index("--entrypoint") + 1] == "python3"
+    # The image id the rank runs, then the parse and exactly the rendered arguments.
+    assert parse[parse.index(IMAGE_ID) + 1] == "-c"
+    assert parse[parse.index(IMAGE_ID) + 3 :] == RENDERED[5:]
+    # A heal's check reads the kept verdict: no container.
+    assert node.run("check").stdout == "ok\n"
+    assert len(_parses(node)) == 1
+    assert json.loads((node.mark.parent / "engine-args.json").read_text())[0]["answer"] == {
+        "ok": True
+    }
+
+
+def test_check_refuses_an_argument_the_engine_refuses_naming_image_argument_and_field(node):
+    node.cfg["command"] = RENDERED
+    node.write_config()
+    node.answer(
+        "argcheck",
+        json.dumps(
+            {
+                "refused": "unrecognized arguments: --mem-fraction-static 0.80 --enable-p2p-check",
+                "unknown": ["--mem-fraction-static", "0.80", "--enable-p2p-check"],
+            }
+        ),
+    )
+    out = node.run("check")
+    _assert_refused(
+        node,
+        out,
+        f"the engine in image {IMAGE} ({IMAGE_ID[:19]}) refuses --mem-fraction-static 0.80 "
+        "(the profile field mem_fraction_static); --enable-p2p-check (the profile field "
+        "extra_args): its own parser says 'launch_server: error: unrecognized arguments: "
+        "--mem-fraction-static 0.80 --enable-p2p-check'; fix: drop or rename the field for "
+        "this release (sglang_profile_overrides), or choose an image whose SGLang accepts it",
+    )
+    assert not [c for c in node.calls() if c[0] in ("stop", "rm") or c[:2] == ["run", "-d"]]
+    # Kept: the same image and arguments are refused again without a container.
+    node.forget("argcheck")
+    assert node.run("check").returncode == 1
+    assert len(_parses(node)) == 1
+
+
+def test_a_new_image_or_new_arguments_parse_again(node):
+    node.cfg["command"] = RENDERED
+    node.write_config()
+    assert node.run("check").returncode == 0
+    other = "sha256:" + "cd" * 32
+    node.cfg["image_id"] = other
+    node.write_config()
+    node.answer("images", f"{IMAGE_ID}\n{other}\n")
+    assert node.run("check").returncode == 0
+    assert other in _parses(node)[-1]
+    node.cfg["command"] = [*RENDERED, "--log-level", "debug"]
+    node.write_config()
+    assert node.run("check").returncode == 0
+    assert len(_parses(node)) == 3
+    assert _parses(node)[-1][-2:] == ["--log-level", "debug"]
+
+
+def test_a_parse_that_cannot_run_passes_logged_and_is_not_kept(node):
+    node.answer("argcheck", '{"unavailable": "ModuleNotFoundError: No module named sglang"}')
+    out = node.run("check")
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr
+    assert node.launch_log() == [
+        f"the engine's argument parse could not run in {IMAGE}: "
+        "ModuleNotFoundError: No module named sglang"
+    ]
+    assert node.run("check").returncode == 0
+    assert len(_parses(node)) == 2

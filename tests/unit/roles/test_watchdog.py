@@ -400,3 +400,192 @@ def test_a_driver_file_replaces_only_the_driver_keys(tmp_path):
     path.write_text(json.dumps({"ranks": []}))
     with pytest.raises(ValueError, match="ranks not one of driver, command_timeout_s, health_url"):
         wd.with_driver(own, str(path))
+
+
+class _Clock:
+    """Time that moves only when slept (monotonic and wall together)."""
+
+    def __init__(self):
+        self.now = NOW
+
+    def time(self):
+        return self.now
+
+    def monotonic(self):
+        return self.now - NOW
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+class _Starting(wd.Cluster):
+    """Two ranks whose launcher starts, reports and tails from a script; the head answers
+    /health once `healthy_after` seconds passed since the last start (None: never)."""
+
+    def __init__(self, tmp_path, exits=None, healthy_after=None):
+        cfg = {
+            "ranks": [
+                {"rank": 0, "host": "spark-1", "address": "127.0.0.1"},
+                {"rank": 1, "host": "spark-2", "address": "127.0.0.2"},
+            ],
+            "ssh": {"connect_timeout_s": 5},
+            "lock_file": str(tmp_path / "run" / "cluster.lock"),
+            "lock_wait_s": 0,
+            "run_dir": str(tmp_path / "run"),
+            "cluster_log": "/var/log/sparkfleet/cluster.log",
+        }
+        self.lines = []
+        super().__init__(cfg, lambda msg, level="INFO": self.lines.append(msg), _Clock())
+        self.exits = exits or {}  # host -> seconds after its start when its container exits
+        self.healthy_after = healthy_after
+        self.started_at, self.calls = {}, []
+        self.seen = []  # the progress file as it was at each /health probe
+
+    def run(self, rank, *verb, timeout=None):
+        host = rank["host"]
+        self.calls.append((host, *verb))
+        if verb[0] == "start":
+            self.started_at[host] = self.clock.time()
+            return 0, "", ""
+        if verb[0] == "status":
+            since = self.clock.time() - self.started_at.get(host, self.clock.time())
+            exit_after = self.exits.get(host)
+            return (
+                0,
+                "exited" if exit_after is not None and since >= exit_after else "running current",
+                "",
+            )
+        if verb[0] == "tail":
+            count = int(verb[1])
+            log = [f"{host} engine line {i}" for i in range(1, 51)]
+            return 0, "\n".join(log[-count:]), ""
+        return 0, "ok", ""
+
+    def each(self, ranks, *verb, timeout=None):
+        return {r["host"]: self.run(r, *verb, timeout=timeout) for r in ranks}
+
+    def memory(self):
+        return []
+
+    def head_health(self):
+        self.seen.append(json.loads(pathlib.Path(self.progress_path()).read_text()))
+        last = max(self.started_at.values())
+        up = self.healthy_after is not None and self.clock.time() - last >= self.healthy_after
+        return 200 if up else 0
+
+
+def test_a_rank_that_exits_during_the_wait_ends_the_restart_at_once_with_its_log(tmp_path):
+    cluster = _Starting(tmp_path, exits={"spark-2": 12})
+    rc, msg = cluster.restart("restart.yml", 900)
+    assert rc == wd.EX_FAILED
+    # Seen at the first look after it exited (every RANK_WATCH_S), not after 900 s.
+    assert cluster.clock.now - NOW <= 12 + wd.RANK_WATCH_S + 1
+    first, *tail = msg.splitlines()
+    assert first == (
+        "spark-2 (rank 1) is exited while the head's /health was awaited; "
+        "the last 20 lines of its engine log:"
+    )
+    assert tail == [f"spark-2 engine line {i}" for i in range(31, 51)]
+    assert ("spark-2", "tail", "20") in cluster.calls
+    assert ("spark-1", "tail", "20") not in cluster.calls  # only the rank that exited
+    assert msg in cluster.lines  # the cluster log says it too
+    done = json.loads(pathlib.Path(cluster.progress_path()).read_text())
+    assert (done["phase"], done["rc"], done["message"]) == ("failed", wd.EX_FAILED, msg)
+
+
+def test_a_slow_rank_that_stays_up_is_waited_for(tmp_path):
+    cluster = _Starting(tmp_path, healthy_after=400)
+    rc, msg = cluster.restart("restart.yml", 900)
+    assert rc == 0, msg
+    assert 400 <= cluster.clock.now - NOW <= 402
+    # It kept reading every rank's state while it waited, and tailed nothing.
+    looks = [c for c in cluster.calls if c == ("spark-2", "status")]
+    assert len(looks) >= 400 // wd.RANK_WATCH_S - 1
+    assert not [c for c in cluster.calls if c[1] == "tail"]
+    # The progress it wrote meanwhile: every rank stopped and started, waiting on the head.
+    waiting = cluster.seen[-1]
+    assert (waiting["phase"], waiting["stopped"], waiting["started"]) == (
+        "wait",
+        ["spark-2", "spark-1"],
+        ["spark-2", "spark-1"],
+    )
+    assert wd.progress_line(waiting, waiting["waiting_since"] + 42) == (
+        "restart (restart.yml), 42 s: 2/2 ranks stopped, 2/2 started (spark-2, spark-1); "
+        "waiting for spark-1's /health for 42 s (up to 900 s); "
+        "follow /var/log/sparkfleet/cluster.log on spark-1"
+    )
+
+
+def test_a_head_that_never_answers_still_times_out_unhealthy(tmp_path):
+    cluster = _Starting(tmp_path)
+    rc, msg = cluster.restart("operator", 30)
+    assert (rc, msg) == (
+        wd.EX_UNHEALTHY,
+        "started every rank, but the head did not answer /health within 30 s",
+    )
+
+
+BEGAN = {
+    "op": "restart",
+    "reason": "site.yml",
+    "pid": 1,
+    "began": NOW,
+    "head": "spark-1",
+    "ranks": ["spark-3", "spark-2", "spark-1"],
+    "stopped": [],
+    "started": [],
+    "log": "/var/log/sparkfleet/cluster.log",
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "alive", "line"),
+    [
+        ({}, True, "no cluster operation recorded yet"),
+        (
+            {**BEGAN, "phase": "check"},
+            True,
+            "restart (site.yml), 7 s: 0/3 ranks stopped, 0/3 started; checking every rank's "
+            "launcher (nothing stopped yet); follow /var/log/sparkfleet/cluster.log on spark-1",
+        ),
+        (
+            {
+                **BEGAN,
+                "phase": "start",
+                "stopped": ["spark-1", "spark-2", "spark-3"],
+                "started": ["spark-3"],
+                "starting": "spark-2",
+            },
+            False,
+            "restart (site.yml), 7 s: 3/3 ranks stopped, 1/3 started (spark-3); starting "
+            "spark-2; its process 1 is gone (killed?); follow /var/log/sparkfleet/cluster.log "
+            "on spark-1",
+        ),
+        (
+            {**BEGAN, "op": "stop", "reason": "", "phase": "stop", "log": ""},
+            True,
+            "stop, 7 s: 0/3 ranks stopped; stopping every rank",
+        ),
+        (
+            {**BEGAN, "phase": "failed", "rc": 5, "message": "no /health", "ended": NOW + 5},
+            True,
+            "restart (site.yml) FAILED (rc 5) after 5 s: no /health",
+        ),
+        (
+            {**BEGAN, "phase": "done", "rc": 0, "message": "healthy", "ended": NOW + 3},
+            True,
+            "restart (site.yml) ended after 3 s: healthy",
+        ),
+    ],
+)
+def test_progress_line(changes, alive, line):
+    assert wd.progress_line(changes, NOW + 7, alive) == line
+
+
+def test_the_progress_verb_reads_the_file_and_a_missing_one(tmp_path):
+    path = tmp_path / "cluster-progress.json"
+    assert wd.read_progress(str(path), NOW)["line"] == "no cluster operation recorded yet"
+    wd.write_json(str(path), {**BEGAN, "phase": "stop", "pid": 2**22 + 7})
+    got = wd.read_progress(str(path), NOW + 1)
+    # No process of that id: the line says the writer is gone.
+    assert got["alive"] is False and "is gone" in got["line"]

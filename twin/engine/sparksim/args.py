@@ -173,6 +173,11 @@ def _load_flags(path):
 def build_parser(flags_path=None):
     """argparse parser with the release's flags; the stand-in's own flags keep their dest."""
     parser = argparse.ArgumentParser(prog="python3 -m sglang.launch_server")
+    return add_arguments(parser, flags_path)
+
+
+def add_arguments(parser, flags_path=None):
+    """Add the release's flags to ``parser`` (what upstream's ServerArgs.add_cli_args does)."""
     taken = set()
     upstream = _load_flags(flags_path)
     defaults = {}

@@ -498,3 +498,193 @@ def test_each_problem_of_roce_hcas_is_named(change, message):
     change(cluster)
     errors, _warnings, _ranks = _inventory.check_cluster(cluster, ENGINE)
     assert any(message in e for e in errors), errors
+
+
+# Issue 44: what site.yml and the other playbooks would refuse without a node, refused offline.
+WEIGHTS_ENGINE = engine(
+    model_repo="org/Model",
+    model_revision="0123456789abcdef0123456789abcdef01234567",
+    model_path="/home/tiger/models/org/Model",
+    hf_endpoint="https://hf-mirror.com",
+    container={"volumes": ["/home/tiger/models:/home/tiger/models"]},
+)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"model_revision": None}, "sglang_engine.model_revision is not set"),
+        ({"model_revision": ""}, "sglang_engine.model_revision is not set"),
+        ({"model_revision": "0" * 40}, "is a placeholder, not a revision"),
+        ({"model_revision": "<40-hex commit>"}, "is a placeholder, not a revision"),
+        ({"model_revision": "TODO"}, "is a placeholder, not a revision"),
+        ({"model_path": "/elsewhere/m"}, "is not under any of the profile's container volumes"),
+        (
+            {"speculative": {"draft_model_path": "org/Draft", "algorithm": "EAGLE"}},
+            "sglang_engine.speculative.draft_model_revision is not set",
+        ),
+    ],
+)
+def test_what_the_weights_stage_refuses_is_refused_offline(changes, expected):
+    eng = copy.deepcopy(WEIGHTS_ENGINE)
+    eng.update(changes)
+    errors, _w, _r = _inventory.check_cluster(nodes(), eng, api_key_set=True, weights=True)
+    assert any(expected in e and e.startswith("spark-1: ") for e in errors), errors
+    assert all("fix:" in e for e in errors), errors
+
+
+def test_a_pinned_profile_passes_and_the_weights_checks_follow_model_weights_enabled():
+    errors, _w, _r = _inventory.check_cluster(
+        nodes(), WEIGHTS_ENGINE, api_key_set=True, weights=True
+    )
+    assert errors == []
+    unpinned = dict(WEIGHTS_ENGINE, model_revision=None)
+    errors, _w, _r = _inventory.check_cluster(nodes(), unpinned, api_key_set=True, weights=False)
+    assert errors == []
+
+
+def test_a_set_but_bad_pin_is_named_once():
+    eng = dict(WEIGHTS_ENGINE, model_revision="main")
+    errors, _w, _r = _inventory.check_cluster(nodes(), eng, api_key_set=True, weights=True)
+    assert len([e for e in errors if "model_revision" in e]) == 1, errors
+
+
+@pytest.mark.parametrize(
+    ("changes", "variable", "fix"),
+    [
+        (
+            {"1__roce_iface": "roceP2p1s0f0", "1__roce_hca": "enP2p1s0f0np0"},
+            "roce_iface/roce_hca are swapped",
+            "set roce_iface: enP2p1s0f0np0 and roce_hca: roceP2p1s0f0",
+        ),
+        ({"2__roce_iface": "rocep1s0f0"}, "roce_iface is 'rocep1s0f0', an RDMA device", "netdev"),
+        ({"3__roce_hca": "enp1s0f0np0"}, "roce_hca is 'enp1s0f0np0', a network interface", "HCA"),
+        ({"1__roce_hca": "eth2"}, "roce_hca is 'eth2', a network interface", "HCA"),
+        ({"1__spark_mgmt_iface": "mlx5_0"}, "spark_mgmt_iface is 'mlx5_0', an RDMA", "network"),
+    ],
+)
+def test_a_nic_and_an_hca_in_each_others_place_are_refused(changes, variable, fix):
+    errors, _w, _r = _inventory.check_cluster(nodes(**changes), ENGINE, api_key_set=True)
+    assert any(variable in e and fix in e.split("fix:", 1)[1] for e in errors), errors
+
+
+def test_swapped_names_in_roce_hcas_are_refused():
+    hcas = [
+        {
+            "hca": "rocep1s0f0",
+            "iface": "enp1s0f0np0",
+            "ipv4": "10.0.30.1",
+            "subnet": "10.0.30.0/24",
+        },
+        {
+            "hca": "enP2p1s0f0np0",
+            "iface": "roceP2p1s0f0",
+            "ipv4": "10.0.31.1",
+            "subnet": "10.0.31.0/24",
+        },
+    ]
+    errors, _w, _r = _inventory.check_cluster(
+        nodes(1, **{"1__roce_hcas": hcas}), engine(nnodes=1, tp_size=1), api_key_set=True
+    )
+    assert any(
+        "entry 2 has iface and hca swapped" in e and "write hca: roceP2p1s0f0" in e for e in errors
+    ), errors
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "trusted", "warned"),
+    [
+        ("https://hf-mirror.com", None, True),
+        ("https://hf-mirror.com", ["https://hf-mirror.com"], False),
+        ("https://huggingface.co", None, False),
+        ("http://127.0.0.1:8090", ["http://127.0.0.1:8091"], True),
+    ],
+)
+def test_a_token_the_mirror_will_not_get_is_a_warning_naming_the_variable(
+    endpoint, trusted, warned
+):
+    nodes_ = nodes(**{f"{i}__sglang_hf_token_endpoints": trusted for i in range(1, 5)})
+    eng = engine(hf_endpoint=endpoint)
+    errors, warnings, _r = _inventory.check_cluster(
+        nodes_, eng, api_key_set=True, hf_token_set=True
+    )
+    assert errors == []
+    found = [w for w in warnings if w.startswith("cluster: sglang_hf_token ")]
+    assert bool(found) is warned, warnings
+    if warned:
+        assert f"will NOT be sent to {endpoint}" in found[0]
+        assert "sglang_hf_token_endpoints" in found[0]
+    # Without a token there is nothing to withhold.
+    assert not _inventory.check_cluster(nodes_, eng, api_key_set=True)[1]
+
+
+def test_a_weights_endpoint_override_is_what_the_token_check_reads():
+    nodes_ = nodes(**{"1__model_weights_hf_endpoint": "https://other.test"})
+    _errors, warnings, _r = _inventory.check_cluster(
+        nodes_, engine(hf_endpoint="https://huggingface.co"), api_key_set=True, hf_token_set=True
+    )
+    assert [w for w in warnings if w.startswith("spark-1: sglang_hf_token")], warnings
+
+
+@pytest.mark.parametrize("trusted", ["https://a.test", ["ftp://a.test"], [""]])
+def test_bad_trusted_endpoints_are_refused(trusted):
+    nodes_ = nodes(**{f"{i}__sglang_hf_token_endpoints": trusted for i in range(1, 5)})
+    errors = _inventory.check_cluster(nodes_, ENGINE, api_key_set=True)[0]
+    assert any(e.startswith("cluster: sglang_hf_token_endpoints ") for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("playbook", "run", "expected"),
+    [
+        ("upgrade", {}, "upgrade_image is not set"),
+        ("upgrade", {"upgrade_image": "x:1", "upgrade_max_slowdown": 2}, "upgrade_max_slowdown"),
+        ("drill", {}, "-e drill_confirm=rack7 (drill_confirm is not set)"),
+        ("drill", {"drill_confirm": "rack8"}, "-e drill_confirm=rack7 (drill_confirm is rack8)"),
+        ("teardown", {"teardown_confirm": ""}, "-e teardown_confirm=rack7"),
+        ("monitoring", {}, "monitoring_prometheus_host is not set"),
+        ("monitoring", {"monitoring_prometheus_host": ""}, "monitoring_prometheus_host is not set"),
+        ("deploy", {}, "preflight_playbook is 'deploy', not a playbook"),
+    ],
+)
+def test_each_playbook_refuses_its_missing_run_variables_offline(playbook, run, expected):
+    problems = _inventory.run_problems(playbook, run, "rack7")
+    assert any(expected in p and p.startswith("cluster: ") for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("playbook", "run"),
+    [
+        ("site", {}),
+        ("upgrade", {"upgrade_image": "sglang:0.5.12"}),
+        ("drill", {"drill_confirm": "rack7"}),
+        ("drill", {"drill_cleanup_only": "true"}),
+        ("teardown", {"teardown_confirm": "rack7"}),
+        ("monitoring", {"monitoring_prometheus_host": "prom-1"}),
+    ],
+)
+def test_a_complete_run_passes_the_playbook_checks(playbook, run):
+    assert _inventory.run_problems(playbook, run, "rack7") == []
+
+
+def test_the_summary_names_cluster_head_profile_endpoint_revisions_and_functions():
+    nodes_ = nodes(2, **{"1__cluster_name": "rack7", "2__cluster_name": "rack7"})
+    nodes_[1]["roce_hcas"] = [
+        {"hca": "rocep1s0f0", "iface": "enp1s0f0np0", "ipv4": "10.0.30.2", "subnet": "a"},
+        {"hca": "roceP2p1s0f0", "iface": "enP2p1s0f0np0", "ipv4": "10.0.31.2", "subnet": "b"},
+    ]
+    eng = dict(WEIGHTS_ENGINE, nnodes=2, tp_size=2)
+    lines = _inventory.cluster_summary(
+        nodes_, {"spark-1": 0, "spark-2": 1}, eng, "site", hf_token_set=True, warnings=["w"]
+    )
+    text = "\n".join(lines)
+    assert lines[0].startswith("cluster rack7: 2 node(s), head spark-1")
+    assert "ansible-playbook sparkfleet.serving.site -i <inventory>" in lines[0]
+    assert "profile qwen38_27b_tp4_dflash2: qwen3.8-27b (TP 2 on 2 node(s))" in text
+    assert "weights org/Model@0123456789abcdef0123456789abcdef01234567" in text
+    assert "from https://hf-mirror.com (HF token: set, NOT sent there" in text
+    assert (
+        "rank 0 spark-1: ssh 192.168.3.3, bootstrap enP7s7, RoCE enp1s0f0np0/rocep1s0f0 10.0.30.1"
+        in text
+    )
+    assert "RoCE enp1s0f0np0/rocep1s0f0 10.0.30.2, enP2p1s0f0np0/roceP2p1s0f0 10.0.31.2" in text
+    assert lines[-1] == "1 warning(s) above"

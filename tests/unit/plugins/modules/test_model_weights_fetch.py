@@ -23,7 +23,7 @@ SHARD = "model-00002-of-00002.safetensors"
 
 class FakeMirror:
     def __init__(self):
-        self.sent, self.broken = [], False
+        self.sent, self.broken, self.tokens = [], False, []
         entries = {e["path"]: e for e in manifest()["files"]}
         self.tree = [
             types.SimpleNamespace(
@@ -43,15 +43,18 @@ class FakeMirror:
 
         class HfApi:
             def __init__(self, endpoint=None, token=None):
-                pass
+                mirror.tokens.append(token)
 
             def model_info(self, repo, revision=None, token=None):
+                mirror.tokens.append(token)
                 return types.SimpleNamespace(sha=revision)
 
             def list_repo_tree(self, repo, revision=None, recursive=True, token=None):
+                mirror.tokens.append(token)
                 return list(mirror.tree)
 
         def hf_hub_download(repo, filename, revision=None, local_dir=None, token=None):
+            mirror.tokens.append(token)
             if mirror.broken:
                 raise HTTPError(f"500 Server Error for {filename}")
             mirror.sent.append(filename)
@@ -80,14 +83,14 @@ def mirror(monkeypatch):
 
 
 def fetch(capsys, store, **args):
-    args = dict(
-        repo=REPO,
-        revision=COMMIT,
-        store=str(store),
-        endpoint="http://mirror.test",
-        node="spark-1",
+    args = {
+        "repo": REPO,
+        "revision": COMMIT,
+        "store": str(store),
+        "endpoint": "http://mirror.test",
+        "node": "spark-1",
         **args,
-    )
+    }
     with patch_module_args(args), pytest.raises(SystemExit):
         model_weights_fetch.main()
     return json.loads(capsys.readouterr().out)
@@ -140,3 +143,42 @@ def test_a_new_revision_is_downloaded_whole_and_sealed(capsys, tmp_path, mirror)
     assert w.check_revision(final, w.load_json(os.path.join(final, w.MANIFEST)), full=True)[0] == []
     assert leftovers(tmp_path) == []
     assert not fetch(capsys, tmp_path, verify="full")["changed"]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "trusted", "sent"),
+    [
+        ("http://mirror.test", [], False),
+        ("https://hf-mirror.com", [], False),
+        ("https://huggingface.co", [], True),
+        ("https://huggingface.co/", [], True),
+        ("http://huggingface.co", [], False),
+        ("http://mirror.test", ["http://mirror.test"], True),
+        ("http://MIRROR.test:80/", ["http://mirror.test"], True),
+        ("https://hf-mirror.com", ["https://hf-mirror.com:8443"], False),
+        ("https://hf-mirror.com.evil.test", ["https://hf-mirror.com"], False),
+    ],
+)
+def test_the_token_reaches_the_client_only_for_a_trusted_endpoint(
+    capsys, tmp_path, mirror, monkeypatch, endpoint, trusted, sent
+):
+    """What the client is asked to send: the token, or False (never its own HF_TOKEN)."""
+    token_file = tmp_path / "hf-token"
+    token_file.write_text("hf_secretToken\n", encoding="utf-8")
+    monkeypatch.setenv("HF_TOKEN", "hf_fromTheEnvironment")
+    out = fetch(
+        capsys,
+        tmp_path / "store",
+        endpoint=endpoint,
+        token_file=str(token_file),
+        token_endpoints=trusted,
+    )
+    assert out["changed"] and out["token_sent"] is sent
+    assert mirror.tokens and set(mirror.tokens) == {"hf_secretToken" if sent else False}
+    assert "HF_TOKEN" not in os.environ
+    assert "hf_secretToken" not in json.dumps(out)
+
+
+def test_no_token_file_sends_no_token_the_client_would_find_itself(capsys, tmp_path, mirror):
+    out = fetch(capsys, tmp_path, endpoint="https://huggingface.co")
+    assert out["token_sent"] is False and set(mirror.tokens) == {False}

@@ -121,7 +121,10 @@ def test_a_bad_replacement_fails_naming_node_file_and_fix_and_leaves_nothing(cap
     out = run(capsys, store=store, step="present", manifest=manifest(), verify="full")
     assert out["failed"]
     assert out["msg"].startswith(f"spark-4: repairing {REPO}@{COMMIT} failed at {SHARD}")
-    assert "fix:" in out["msg"] and "verify.yml -e repair=true" in out["msg"]
+    assert (
+        "fix:" in out["msg"]
+        and "sparkfleet.serving.verify -i <inventory> -e repair=true" in out["msg"]
+    )
     assert leftovers(store) == []
     assert not os.path.exists(os.path.join(final, SHARD)), "nothing corrupt in the loaded tree"
     assert run(capsys, store=store, verify="full")["status"] == "corrupt"  # the next run repairs
