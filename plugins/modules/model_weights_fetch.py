@@ -228,7 +228,7 @@ def main():
             "store": {"type": "path", "required": True},
             "endpoint": {"type": "str", "required": True},
             "token_file": {"type": "path"},
-            "token_endpoints": {"type": "list", "elements": "str", "default": []},
+            "token_endpoints": {"type": "list", "elements": "str", "default": [], "no_log": False},
             "disable_xet": {"type": "bool", "default": True},
             "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
             "headroom_bytes": {"type": "int", "default": 0},

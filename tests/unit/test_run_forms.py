@@ -121,7 +121,7 @@ def ansible_playbook_commands(text, covered):
     found = []
     for match in ANSIBLE_PLAYBOOK.finditer(text):
         pos, playbook, inventory, expect_value = match.end(), None, False, None
-        for _ in range(16):
+        for _word_index in range(16):
             token = TOKEN.match(text, pos)
             if not token:
                 break
