@@ -1104,7 +1104,8 @@ def run_problems(playbook, run, cluster):
     elif playbook == "teardown":
         weights = "too" if _truthy(run.get("teardown_weights", False)) else "stay"
         refused = confirm_problem(
-            f"teardown stops and removes what sparkfleet.serving installed (the weights {weights}) on",
+            "teardown stops and removes what sparkfleet.serving installed "
+            f"(the weights {weights}) on",
             "teardown_confirm",
             run.get("teardown_confirm"),
             cluster,

@@ -275,6 +275,10 @@ def test_the_readme_quickstart_works_on_a_copied_inventory(artefact):
     settings = yaml.safe_load(cluster_yml.read_text(encoding="utf-8"))
     settings.update(yaml.safe_load(override))
     settings["sglang_profile"] = "{{ inventory_dir }}/profiles/mymodel.yml"
+    # the README's "$EDITOR ... # addresses, NICs, and pin model_revision": validate refuses an
+    # unset revision, so the operator's edit pins one
+    assert "pin model_revision" in install_block
+    settings["sglang_profile_overrides"]["model_revision"] = "0123456789abcdef" * 2 + "01234567"
     cluster_yml.write_text(yaml.safe_dump(settings), encoding="utf-8")
 
     secrets_block = next(b for lang, b in blocks if lang == "sh" and "ansible-vault encrypt" in b)
