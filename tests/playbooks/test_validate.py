@@ -359,7 +359,8 @@ def test_every_playbook_names_itself_to_the_inventory_checks():
 
 
 @pytest.mark.parametrize(
-    ("password", "expected"), [("wrong", "the password given does not open it")]
+    ("password", "expected"),
+    [(None, "no vault password was given"), ("wrong", "the password given does not open it")],
 )
 def test_an_unreadable_vault_names_the_file_and_the_flag(password, expected, tmp_path):
     hosts, group, host_extra = mutate()
