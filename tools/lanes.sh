@@ -11,7 +11,9 @@ names=()
 while (($# >= 2)); do
   name=$1 command=$2
   shift 2
-  (set -o pipefail; bash -c "$command" 2>&1 | sed -u "s/^/[$name] /") &
+  # Each line gets its lane's name and the wall clock (bash's own strftime: no fork per
+  # line), so a CI log shows where a lane spent its time.
+  (set -o pipefail; bash -c "$command" 2>&1 | while IFS= read -r line; do printf '[%s %(%T)T] %s\n' "$name" -1 "$line"; done) &
   pids+=("$!")
   names+=("$name")
 done

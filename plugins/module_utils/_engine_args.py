@@ -19,7 +19,14 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 
+# Where a node keeps its verdicts (in the launcher's state directory, the directory of
+# sglang_node_stopped_mark), how many, and how long one parse may take.
+CACHE = "engine-args.json"
+KEEP = 16
+TIMEOUT_S = 90
 MARK = "sparkfleet-argcheck: "
 # The API key shim (_engine.API_KEY_SHIM) puts the key first; the check never sees it.
 API_KEY_FLAG = "--api-key"
@@ -104,6 +111,57 @@ def docker_argv(python, image_id, argv, name):
         PARSE,
         *[str(arg) for arg in argv],
     ]
+
+
+def parse(python, image_id, argv, name, timeout=TIMEOUT_S):
+    """(verdict, None) of the engine's parse in a throwaway container, or (None, why)."""
+    docker = shutil.which("docker") or "docker"
+    try:
+        proc = subprocess.Popen(
+            [docker, *docker_argv(python, image_id, argv, name)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        out, err = proc.communicate(timeout=timeout)
+    except OSError as exc:
+        return None, f"docker: {exc}"
+    except subprocess.TimeoutExpired:
+        subprocess.run(
+            [docker, "rm", "-f", name],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        proc.kill()
+        proc.communicate()
+        return None, f"no answer in {timeout} s"
+    answer = verdict(out.decode("utf-8", "replace"))
+    if answer is None or "unavailable" in answer:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        return None, (answer or {}).get("unavailable") or (lines[-1] if lines else "no answer")
+    return answer, None
+
+
+def check(image, image_id, command, state_dir, name, flags):
+    """The engine's word on a rank's command: (refusal or None, why the parse could not run
+    or None). A verdict is kept per (image id, arguments) in ``state_dir``; a parse that
+    cannot run (an image without the module, a timeout) is no refusal: the start itself is
+    the engine's last word. ``flags``: the profile schema's ``server_flags()``."""
+    argv = server_argv(command)
+    if argv is None:
+        return None, None
+    key = cache_key(image_id, argv)
+    path = os.path.join(state_dir or ".", CACHE)
+    answer = recall(path, key)
+    if answer is None:
+        python = str(command[0]) if command else "python3"
+        answer, why = parse(python, image_id, argv, name)
+        if answer is None:
+            return None, f"the engine's argument parse could not run in {image}: {why}"
+        remember(path, key, image_id, answer, KEEP)
+    if "refused" in answer:
+        return refusal(image, image_id, argv, flags, answer), None
+    return None, None
 
 
 def cache_key(image_id, argv):

@@ -77,11 +77,6 @@ EX_REFUSED = 1
 RERUN_SITE = "ansible-playbook sparkfleet.serving.site -i <inventory>"
 EX_USAGE = 2
 
-# The engine's parse of the launch arguments (check): its verdicts, per image id and
-# arguments, in the state directory (the stopped mark's); how long one parse may take.
-ARGCHECK_CACHE = "engine-args.json"
-ARGCHECK_KEEP = 16
-ARGCHECK_TIMEOUT_S = 90
 
 # One inspect: the state and the configuration label ("-" on a container without it).
 STATUS_FORMAT = '{{.State.Status}} {{or (index .Config.Labels "sparkfleet.config") "-"}}'
@@ -102,7 +97,8 @@ def utc_now():
 
 
 def docker(*args, stdout=None, stderr=None):
-    """Start `docker ARGS` (a Popen). Every docker call of the launcher goes through here."""
+    """Start `docker ARGS` (a Popen). Every docker call of the launcher goes through here
+    but the engine's parse of its arguments (_engine_args.parse, shared with a module)."""
     return subprocess.Popen(
         [shutil.which("docker") or "docker", *args], stdout=stdout, stderr=stderr
     )
@@ -486,51 +482,20 @@ class Rank:
 
     def check_engine_args(self):
         """Refuse launch arguments the engine in the image refuses (its own parser, in a
-        throwaway container: no GPU, no network, nothing started). A verdict is kept per
-        (image id, arguments); a parse that cannot run (an image without the module, a
-        timeout) is logged and passes: the start itself is the engine's last word."""
-        argv = _engine_args.server_argv(self.command)
-        if argv is None:
-            return
-        key = _engine_args.cache_key(self.image_id, argv)
-        path = os.path.join(os.path.dirname(self.stopped_mark) or ".", ARGCHECK_CACHE)
-        answer = _engine_args.recall(path, key)
-        if answer is None:
-            answer, why = self.parse_engine_args(argv)
-            if answer is None:
-                self.log(f"the engine's argument parse could not run in {self.image}: {why}")
-                return
-            _engine_args.remember(path, key, self.image_id, answer, ARGCHECK_KEEP)
-        if "refused" in answer:
-            self.refuse(
-                _engine_args.refusal(
-                    self.image, self.image_id, argv, _profile_schema.server_flags(), answer
-                )
-            )
-
-    def parse_engine_args(self, argv):
-        """(verdict, None) of the engine's parse in a throwaway container, or (None, why)."""
-        name = f"{self.name}-argcheck-{os.getpid()}"
-        python = self.command[0] if self.command else "python3"
-        try:
-            proc = docker(
-                *_engine_args.docker_argv(python, self.image_id, argv, name),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            out, err = proc.communicate(timeout=ARGCHECK_TIMEOUT_S)
-        except OSError as exc:
-            return None, f"docker: {exc}"
-        except subprocess.TimeoutExpired:
-            run_docker("rm", "-f", name, quiet=True)
-            proc.kill()
-            proc.communicate()
-            return None, f"no answer in {ARGCHECK_TIMEOUT_S} s"
-        answer = _engine_args.verdict(out.decode("utf-8", "replace"))
-        if answer is None or "unavailable" in answer:
-            lines = err.decode("utf-8", "replace").strip().splitlines()
-            return None, (answer or {}).get("unavailable") or (lines[-1] if lines else "no answer")
-        return answer, None
+        throwaway container: no GPU, no network, nothing started; _engine_args.check, the
+        rule the canary's check before its stop runs too)."""
+        refused, why = _engine_args.check(
+            self.image,
+            self.image_id,
+            self.command,
+            os.path.dirname(self.stopped_mark),
+            f"{self.name}-argcheck-{os.getpid()}",
+            _profile_schema.server_flags(),
+        )
+        if why:
+            self.log(why)
+        if refused:
+            self.refuse(refused)
 
     def memcheck(self):
         """After every rank stopped: does MemAvailable cover what the rank may use?
