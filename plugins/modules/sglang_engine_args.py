@@ -15,9 +15,8 @@ description:
     sglang.launch_server) builds it) on a rank's launch arguments in a throwaway container of
     the image, with no GPU, no network and nothing of the node mounted, so a launch the
     engine would refuse is known before anything stops.
-  - The same rule as the rank launcher's C(check) (the launcher runs it before every start):
-    the verdict is kept per image id and arguments in O(state_dir), where the launcher finds
-    it.
+  - The same rule as the rank launcher's C(check), which runs it before every start. The
+    verdict is kept per image id and arguments in O(state_dir), where the launcher finds it.
   - Fails when the engine refuses an argument, naming the image, the argument and the
     profile field that rendered it.
   - An image that is not on the node, or whose parse cannot run, is no refusal (the start

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,7 +97,11 @@ def test_lanes_run_side_by_side_prefix_their_output_and_fail_if_any_failed(tmp_p
         check=False,
         timeout=300,
     )
-    out = res.stdout.splitlines()
+    # Each line: [lane HH:MM:SS] text (the wall clock, for a CI log's timings).
+    stamp = re.compile(r"^\[(quad|pair) \d\d:\d\d:\d\d\] ")
+    lines = res.stdout.splitlines()
+    assert all(stamp.match(line) for line in lines if not line.startswith("=="))
+    out = [stamp.sub(r"[\1] ", line) for line in lines]
     assert "[quad] saw" in out and "[pair] saw" in out
     assert res.returncode == 1
     assert "[quad] one" in out
