@@ -1,21 +1,26 @@
-"""`sparkfleet-cluster stop` (roles/watchdog/files/sparkfleet_cluster.py): the head first, then
-the workers; a failed wave ends the stop there and names what still runs (issue 44, stop.yml)."""
+"""`sparkfleet-cluster stop` (roles/watchdog/files/sparkfleet_cluster_control.py): the head
+first, then the workers; a failed wave ends the stop there and names what still runs (issue 44,
+stop.yml)."""
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
+import sys
 import threading
 
 import pytest
 
-SRC = pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files" / "sparkfleet_cluster.py"
-spec = importlib.util.spec_from_file_location("sparkfleet_cluster_stop", SRC)
-wd = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(wd)
+# The program's modules, imported by plain name from their directory (as its entry point,
+# sparkfleet_cluster.py, does on the head).
+FILES = str(pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files")
+if FILES not in sys.path:
+    sys.path.insert(0, FILES)
+
+import sparkfleet_cluster_common as common  # noqa: E402
+import sparkfleet_cluster_control as control  # noqa: E402
 
 
-class _Recorder(wd.Cluster):
+class _Recorder(control.Cluster):
     """A Cluster whose verbs are recorded, in the order they were called, with fixed answers."""
 
     def __init__(self, hosts, tmp_path, answers=None, order="workers_first"):
@@ -73,7 +78,7 @@ def test_a_head_that_fails_to_stop_leaves_the_workers_running_and_names_them(tmp
         ["spark-1", "spark-2", "spark-3"], tmp_path, {"spark-1": (1, "", "docker: no such daemon")}
     )
     rc, msg = cluster.stop()
-    assert rc == wd.EX_FAILED
+    assert rc == common.EX_FAILED
     assert cluster.calls == [("spark-1", ("stop",))]
     assert msg == "spark-1: docker: no such daemon; not stopped after that: spark-2, spark-3"
 
@@ -83,6 +88,6 @@ def test_a_worker_that_does_not_answer_is_a_transient_after_the_head_stopped(tmp
         ["spark-1", "spark-2"], tmp_path, {"spark-2": (255, "", "ssh: connect: No route to host")}
     )
     rc, msg = cluster.stop()
-    assert rc == wd.EX_UNREACHABLE
+    assert rc == common.EX_UNREACHABLE
     assert [c[0] for c in cluster.calls] == ["spark-1", "spark-2"]
     assert "cannot reach spark-2: ssh: connect: No route to host during the stop" in msg

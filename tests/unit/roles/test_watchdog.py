@@ -1,17 +1,23 @@
-"""The watchdog's decisions (roles/watchdog/files/sparkfleet_cluster.py), as tables."""
+"""The watchdog's decisions (roles/watchdog/files/sparkfleet_cluster_decisions.py) and the
+cluster control (sparkfleet_cluster_control.py, sparkfleet_cluster_common.py), as tables."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
+import sys
 
 import pytest
 
-SRC = pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files" / "sparkfleet_cluster.py"
-spec = importlib.util.spec_from_file_location("sparkfleet_cluster", SRC)
-wd = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(wd)
+# The program's modules, imported by plain name from their directory (as its entry point,
+# sparkfleet_cluster.py, does on the head).
+FILES = str(pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files")
+if FILES not in sys.path:
+    sys.path.insert(0, FILES)
+
+import sparkfleet_cluster_common as common  # noqa: E402
+import sparkfleet_cluster_control as control  # noqa: E402
+import sparkfleet_cluster_decisions as decisions  # noqa: E402
 
 NOW = 1_800_000_000.0
 CFG = {"window_s": 3600, "max_restarts": 3, "backoff_s": 60}
@@ -67,14 +73,14 @@ def obs(head="running current", health=200, age=1000, workers=("running current"
     ],
 )
 def test_classify(observation, kind, words):
-    got_kind, reason = wd.classify(observation, 600, NOW)
+    got_kind, reason = decisions.classify(observation, 600, NOW)
     assert (got_kind, words in reason) == (kind, True), reason
 
 
 def test_classify_unknown_age():
     o = obs(health=0)
     o["head"]["started_at"] = None
-    assert wd.classify(o, 600, NOW) == (
+    assert decisions.classify(o, 600, NOW) == (
         "wedged",
         "head spark-1 up for an unknown time, /health no answer; past the 600 s grace",
     )
@@ -95,19 +101,19 @@ def test_classify_unknown_age():
 )
 def test_gate_restart(ages, verdict, words):
     state = {"restarts": [{"time": NOW - a} for a in ages]}
-    got, reason = wd.gate_restart(state, CFG, NOW)
+    got, reason = decisions.gate_restart(state, CFG, NOW)
     assert (got, words in reason) == (verdict, True), reason
 
 
 def test_bad_observations_count_across_runs_and_reset():
     state = {}
-    assert wd.note_observation(state, "crash", NOW, 10) == 1
-    assert wd.note_observation(state, "crash", NOW + 10, 10) == 2
+    assert decisions.note_observation(state, "crash", NOW, 10) == 1
+    assert decisions.note_observation(state, "crash", NOW + 10, 10) == 2
     # a different kind starts again
-    assert wd.note_observation(state, "wedged", NOW + 20, 10) == 1
+    assert decisions.note_observation(state, "wedged", NOW + 20, 10) == 1
     # too long since the last bad one (a gap between runs): starts again
-    assert wd.note_observation(state, "wedged", NOW + 100, 10) == 1
-    assert wd.note_observation(state, "healthy", NOW + 110, 10) == 0
+    assert decisions.note_observation(state, "wedged", NOW + 100, 10) == 1
+    assert decisions.note_observation(state, "healthy", NOW + 110, 10) == 0
     assert "bad" not in state
 
 
@@ -122,7 +128,7 @@ def test_bad_observations_count_across_runs_and_reset():
     ],
 )
 def test_parse_docker_time(text, epoch):
-    got = wd.parse_docker_time(text)
+    got = control.parse_docker_time(text)
     assert got == pytest.approx(epoch) if epoch else got is None
 
 
@@ -134,21 +140,21 @@ def test_stack_section():
         "  File x",
         "end",
     ]
-    assert wd.stack_section(lines) == lines[2:]
-    assert wd.stack_section(["nothing"]) == []
+    assert decisions.stack_section(lines) == lines[2:]
+    assert decisions.stack_section(["nothing"]) == []
 
 
 def test_state_file_is_replaced_atomically(tmp_path):
     path = tmp_path / "state.json"
-    wd.write_json(str(path), {"a": 1})
-    wd.write_json(str(path), {"a": 2})
-    assert wd.read_json(str(path), {}) == {"a": 2}
+    common.write_json(str(path), {"a": 1})
+    common.write_json(str(path), {"a": 2})
+    assert common.read_json(str(path), {}) == {"a": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
 
 
 def test_flock_is_exclusive(tmp_path):
     lock = str(tmp_path / "x.lock")
-    with wd.flocked(lock) as first, wd.flocked(lock) as second:
+    with common.flocked(lock) as first, common.flocked(lock) as second:
         assert (first, second) == (True, False)
 
 
@@ -164,15 +170,17 @@ def test_flock_is_exclusive(tmp_path):
 )
 def test_a_first_bad_observation_is_confirmed_soon(bad, pause):
     state = {"bad": bad} if bad else {}
-    assert wd.next_pause(state, {"interval_s": 10, "confirm": 2, "confirm_after_s": 2}) == pause
+    assert (
+        decisions.next_pause(state, {"interval_s": 10, "confirm": 2, "confirm_after_s": 2}) == pause
+    )
 
 
 def test_confirm_delay_never_exceeds_the_interval():
     state = {"bad": {"kind": "crash", "count": 1}}
-    assert wd.next_pause(state, {"interval_s": 5, "confirm": 2, "confirm_after_s": 30}) == 5
+    assert decisions.next_pause(state, {"interval_s": 5, "confirm": 2, "confirm_after_s": 30}) == 5
 
 
-class _Answers(wd.Cluster):
+class _Answers(control.Cluster):
     """A Cluster whose launcher calls return fixed (rc, out, err) per host."""
 
     def __init__(self, answers):
@@ -204,7 +212,7 @@ def test_a_worker_that_fails_ssh_or_times_out_is_unreachable_the_head_is_not():
     assert refusals == ["spark-1: timed out after 15 s: status"]
     assert not booting
     rc, msg = cluster.unreached("check", results)
-    assert rc == wd.EX_UNREACHABLE
+    assert rc == common.EX_UNREACHABLE
     assert msg.startswith(
         "cannot reach spark-2: ssh: connect to host x port 22: No route to host; "
     )
@@ -221,7 +229,7 @@ def test_a_refusal_is_told_apart_from_a_node_that_does_not_answer():
     )
     refusals, results, booting = cluster.check()
     assert refusals == ["spark-2: enp1s0f0np0 MTU is 1500, below 9000"]
-    assert cluster.unreached("check", results)[0] == wd.EX_UNREACHABLE
+    assert cluster.unreached("check", results)[0] == common.EX_UNREACHABLE
     assert not booting
 
 
@@ -269,7 +277,7 @@ def test_head_health_uses_the_collections_api_client():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/health"
-        cluster = wd.Cluster(
+        cluster = control.Cluster(
             {"ranks": [{"rank": 0, "host": "h"}], "health_url": url, "health_timeout_s": 5},
             log=None,
         )
@@ -278,7 +286,7 @@ def test_head_health_uses_the_collections_api_client():
     finally:
         server.shutdown()
         server.server_close()
-    assert wd._health.SGLangClient.__module__.endswith("_health")
+    assert control._health.SGLangClient.__module__.endswith("_health")
     # Nothing answers: 0, never an exception.
     assert cluster.head_health() == 0
 
@@ -310,11 +318,11 @@ def test_the_compose_driver_runs_the_production_program_here_and_production_verb
 
     def fake_run(argv, **_kw):
         calls.append(argv)
-        return wd.subprocess.CompletedProcess(argv, 0, "stopped\n", "")
+        return control.subprocess.CompletedProcess(argv, 0, "stopped\n", "")
 
-    monkeypatch.setattr(wd.subprocess, "run", fake_run)
-    monkeypatch.setattr(wd, "which", lambda name: "/usr/bin/" + name)
-    cluster = wd.Cluster(_compose(), lambda *a, **k: None)
+    monkeypatch.setattr(control.subprocess, "run", fake_run)
+    monkeypatch.setattr(control, "which", lambda name: "/usr/bin/" + name)
+    cluster = control.Cluster(_compose(), lambda *a, **k: None)
     assert cluster.run(cluster.head, "stop") == (0, "stopped", "")
     assert cluster.run(cluster.workers[1], "start") == (0, "stopped", "")
     assert calls[0] == ["/usr/local/sbin/sparkfleet-production", "stop"]
@@ -325,7 +333,7 @@ def test_the_compose_driver_runs_the_production_program_here_and_production_verb
     ]
     # The collection's own driver: the launcher here, the bare verb over SSH.
     cfg = {**_compose(), "driver": {"kind": "launcher"}}
-    own = wd.Cluster(cfg, lambda *a, **k: None)
+    own = control.Cluster(cfg, lambda *a, **k: None)
     own.run(own.head, "status")
     own.run(own.workers[0], "status")
     assert calls[2] == ["/usr/local/sbin/sparkfleet-sglang", "status"]
@@ -344,7 +352,7 @@ def test_start_brings_ranks_up_one_at_a_time_in_the_drivers_order(tmp_path, orde
     log = []
     cluster = _Answers({h: (0, "", "") for h in ("spark-1", "spark-2", "spark-3")})
     cluster.cfg, cluster.log = cfg, lambda msg, level="INFO": log.append(msg)
-    cluster.driver, cluster.program, cluster.remote_prefix, cluster.order = wd.driver_of(cfg)
+    cluster.driver, cluster.program, cluster.remote_prefix, cluster.order = common.driver_of(cfg)
     rc, msg = cluster.start(0)
     assert rc == 0, msg
     assert [line.split()[1] for line in log if line.startswith("started ")] == started
@@ -360,20 +368,20 @@ def test_start_stops_at_the_first_rank_that_fails_and_names_it(tmp_path):
     }
     cluster = _Answers(answers)
     cluster.cfg = cfg
-    cluster.driver, cluster.program, cluster.remote_prefix, cluster.order = wd.driver_of(cfg)
+    cluster.driver, cluster.program, cluster.remote_prefix, cluster.order = common.driver_of(cfg)
     started = []
     cluster.log = lambda msg, level="INFO": started.append(msg)
     rc, msg = cluster.start(0)
-    assert (rc, msg) == (wd.EX_FAILED, "start of spark-2 (rank 1) failed: no such service")
+    assert (rc, msg) == (common.EX_FAILED, "start of spark-2 (rank 1) failed: no such service")
     # spark-3 (rank 2) went first; the head never started after spark-2 failed.
     assert [m for m in started if m.startswith("started")] == ["started spark-3 (rank 2)"]
 
 
 def test_the_compose_driver_refuses_the_launcher_checks_and_a_restart(tmp_path):
     cfg = {**_compose(), "lock_file": str(tmp_path / "lock"), "lock_wait_s": 1}
-    cluster = wd.Cluster(cfg, lambda *a, **k: None)
+    cluster = control.Cluster(cfg, lambda *a, **k: None)
     rc, msg = cluster.restart("operator", 0)
-    assert rc == wd.EX_REFUSED and "stops and starts its engine only" in msg
+    assert rc == common.EX_REFUSED and "stops and starts its engine only" in msg
 
 
 @pytest.mark.parametrize(
@@ -385,7 +393,7 @@ def test_the_compose_driver_refuses_the_launcher_checks_and_a_restart(tmp_path):
 )
 def test_an_unknown_driver_or_order_is_refused(driver, words):
     with pytest.raises(ValueError, match=words):
-        wd.driver_of({"launcher": "/x", "driver": driver})
+        common.driver_of({"launcher": "/x", "driver": driver})
 
 
 def test_a_driver_file_replaces_only_the_driver_keys(tmp_path):
@@ -393,13 +401,13 @@ def test_a_driver_file_replaces_only_the_driver_keys(tmp_path):
     own.pop("driver")
     path = tmp_path / "driver.json"
     path.write_text(json.dumps({"driver": _compose()["driver"], "command_timeout_s": 210}))
-    cfg = wd.with_driver(own, str(path))
+    cfg = common.with_driver(own, str(path))
     assert cfg["driver"]["kind"] == "compose" and cfg["command_timeout_s"] == 210
     assert cfg["ranks"] is own["ranks"] and cfg["ssh"] is own["ssh"]
-    assert wd.with_driver(own, "") is own
+    assert common.with_driver(own, "") is own
     path.write_text(json.dumps({"ranks": []}))
     with pytest.raises(ValueError, match="ranks not one of driver, command_timeout_s, health_url"):
-        wd.with_driver(own, str(path))
+        common.with_driver(own, str(path))
 
 
 class _Clock:
@@ -418,7 +426,7 @@ class _Clock:
         self.now += seconds
 
 
-class _Starting(wd.Cluster):
+class _Starting(control.Cluster):
     """Two ranks whose launcher starts, reports and tails from a script; the head answers
     /health once `healthy_after` seconds passed since the last start (None: never)."""
 
@@ -477,9 +485,9 @@ class _Starting(wd.Cluster):
 def test_a_rank_that_exits_during_the_wait_ends_the_restart_at_once_with_its_log(tmp_path):
     cluster = _Starting(tmp_path, exits={"spark-2": 12})
     rc, msg = cluster.restart("restart.yml", 900)
-    assert rc == wd.EX_FAILED
+    assert rc == common.EX_FAILED
     # Seen at the first look after it exited (every RANK_WATCH_S), not after 900 s.
-    assert cluster.clock.now - NOW <= 12 + wd.RANK_WATCH_S + 1
+    assert cluster.clock.now - NOW <= 12 + control.RANK_WATCH_S + 1
     first, *tail = msg.splitlines()
     assert first == (
         "spark-2 (rank 1) is exited while the head's /health was awaited; "
@@ -490,7 +498,7 @@ def test_a_rank_that_exits_during_the_wait_ends_the_restart_at_once_with_its_log
     assert ("spark-1", "tail", "20") not in cluster.calls  # only the rank that exited
     assert msg in cluster.lines  # the cluster log says it too
     done = json.loads(pathlib.Path(cluster.progress_path()).read_text())
-    assert (done["phase"], done["rc"], done["message"]) == ("failed", wd.EX_FAILED, msg)
+    assert (done["phase"], done["rc"], done["message"]) == ("failed", common.EX_FAILED, msg)
 
 
 def test_a_slow_rank_that_stays_up_is_waited_for(tmp_path):
@@ -500,7 +508,7 @@ def test_a_slow_rank_that_stays_up_is_waited_for(tmp_path):
     assert 400 <= cluster.clock.now - NOW <= 402
     # It kept reading every rank's state while it waited, and tailed nothing.
     looks = [c for c in cluster.calls if c == ("spark-2", "status")]
-    assert len(looks) >= 400 // wd.RANK_WATCH_S - 1
+    assert len(looks) >= 400 // control.RANK_WATCH_S - 1
     assert not [c for c in cluster.calls if c[1] == "tail"]
     # The progress it wrote meanwhile: every rank stopped and started, waiting on the head.
     waiting = cluster.seen[-1]
@@ -509,7 +517,7 @@ def test_a_slow_rank_that_stays_up_is_waited_for(tmp_path):
         ["spark-2", "spark-1"],
         ["spark-2", "spark-1"],
     )
-    assert wd.progress_line(waiting, waiting["waiting_since"] + 42) == (
+    assert common.progress_line(waiting, waiting["waiting_since"] + 42) == (
         "restart (restart.yml), 42 s: 2/2 ranks stopped, 2/2 started (spark-2, spark-1); "
         "waiting for spark-1's /health for 42 s (up to 900 s); "
         "follow /var/log/sparkfleet/cluster.log on spark-1"
@@ -520,7 +528,7 @@ def test_a_head_that_never_answers_still_times_out_unhealthy(tmp_path):
     cluster = _Starting(tmp_path)
     rc, msg = cluster.restart("operator", 30)
     assert (rc, msg) == (
-        wd.EX_UNHEALTHY,
+        common.EX_UNHEALTHY,
         "started every rank, but the head did not answer /health within 30 s",
     )
 
@@ -579,13 +587,13 @@ BEGAN = {
     ],
 )
 def test_progress_line(changes, alive, line):
-    assert wd.progress_line(changes, NOW + 7, alive) == line
+    assert common.progress_line(changes, NOW + 7, alive) == line
 
 
 def test_the_progress_verb_reads_the_file_and_a_missing_one(tmp_path):
     path = tmp_path / "cluster-progress.json"
-    assert wd.read_progress(str(path), NOW)["line"] == "no cluster operation recorded yet"
-    wd.write_json(str(path), {**BEGAN, "phase": "stop", "pid": 2**22 + 7})
-    got = wd.read_progress(str(path), NOW + 1)
+    assert common.read_progress(str(path), NOW)["line"] == "no cluster operation recorded yet"
+    common.write_json(str(path), {**BEGAN, "phase": "stop", "pid": 2**22 + 7})
+    got = common.read_progress(str(path), NOW + 1)
     # No process of that id: the line says the writer is gone.
     assert got["alive"] is False and "is gone" in got["line"]

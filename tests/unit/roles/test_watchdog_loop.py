@@ -8,17 +8,23 @@ time is a fake clock whose sleep fires scheduled faults. No SSH, no sleeps.
 from __future__ import annotations
 
 import heapq
-import importlib.util
 import json
 import pathlib
+import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-SRC = pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files" / "sparkfleet_cluster.py"
-spec = importlib.util.spec_from_file_location("sparkfleet_cluster_loop", SRC)
-wd = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(wd)
+# The program's modules, imported by plain name from their directory (as its entry point,
+# sparkfleet_cluster.py, does on the head).
+FILES = str(pathlib.Path(__file__).parents[3] / "roles" / "watchdog" / "files")
+if FILES not in sys.path:
+    sys.path.insert(0, FILES)
+
+import sparkfleet_cluster_common as common  # noqa: E402
+import sparkfleet_cluster_control as control  # noqa: E402
+import sparkfleet_cluster_decisions as decisions  # noqa: E402
+import sparkfleet_cluster_watchdog as watchdog  # noqa: E402
 
 T0 = 1_800_000_000.0
 HOSTS = ["spark-1", "spark-2", "spark-3", "spark-4"]
@@ -98,7 +104,7 @@ class World:
         return all(self.up.values()) and all(s == "running current" for s in self.state.values())
 
 
-class FakeCluster(wd.Cluster):
+class FakeCluster(control.Cluster):
     """The real Cluster, whose launcher calls land on the World instead of SSH."""
 
     start_s = 1.0  # one rank's start
@@ -192,8 +198,8 @@ def rig(tmp_path):
         },
     }
     cluster = FakeCluster(cfg, world, clock)
-    log = wd.Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog")
-    dog = wd.Watchdog(cfg, log, cluster=cluster, clock=clock)
+    log = common.Log(cfg["watchdog"]["log_file"], "sparkfleet-watchdog")
+    dog = watchdog.Watchdog(cfg, log, cluster=cluster, clock=clock)
     return Rig(clock, world, dog, tmp_path)
 
 
@@ -337,7 +343,7 @@ def test_a_node_lost_during_the_restart_check_is_a_transient_not_a_refusal(rig):
     state = rig.state()
     assert not rig.gave_up()
     (deferred,) = state["restarts"]
-    assert deferred["rc"] == wd.EX_UNREACHABLE and deferred["transient"] is True
+    assert deferred["rc"] == common.EX_UNREACHABLE and deferred["transient"] is True
     assert rig.world.stops == []  # nothing stopped
     assert len(rig.lines("decision=restart-deferred: cannot reach spark-4")) == 1
     assert "nothing stopped" in rig.lines("decision=restart-deferred")[0]
@@ -349,19 +355,20 @@ def test_a_node_lost_during_the_restart_check_is_a_transient_not_a_refusal(rig):
     state = rig.state()
     assert not rig.gave_up()
     assert [h for _t, h in rig.world.starts] == ["spark-4", "spark-3", "spark-2", "spark-1"]
-    assert [r["rc"] for r in state["restarts"]] == [wd.EX_UNREACHABLE, 0]
+    assert [r["rc"] for r in state["restarts"]] == [common.EX_UNREACHABLE, 0]
 
 
 def test_transient_restarts_never_add_up_to_a_give_up(rig):
     now = T0
     state = {
         "restarts": [
-            {"time": now - s, "rc": wd.EX_UNREACHABLE, "transient": True} for s in (900, 600, 300)
+            {"time": now - s, "rc": common.EX_UNREACHABLE, "transient": True}
+            for s in (900, 600, 300)
         ]
     }
-    assert wd.gate_restart(state, rig.dog.wd, now)[0] == "restart"
+    assert decisions.gate_restart(state, rig.dog.wd, now)[0] == "restart"
     state["restarts"].append({"time": now - 100, "rc": 0})
-    verdict, why = wd.gate_restart(state, rig.dog.wd, now)
+    verdict, why = decisions.gate_restart(state, rig.dog.wd, now)
     assert verdict == "backoff" and "4 restart(s)" in why
 
 
@@ -377,7 +384,7 @@ def test_a_node_lost_during_the_stop_or_start_is_a_transient(rig):
 
     cluster.run = run
     rc, msg = cluster.restart("test", 0)
-    assert rc == wd.EX_UNREACHABLE
+    assert rc == common.EX_UNREACHABLE
     assert "cannot reach spark-3" in msg and "during the stop" in msg
     rig.world.power_on("spark-3")
 
@@ -390,7 +397,7 @@ def test_a_node_lost_during_the_stop_or_start_is_a_transient(rig):
     cluster.run = run_losing_spark_2
     rc, msg = cluster.restart("test", 0)
     assert (rc, "cannot reach spark-2" in msg, "during the start" in msg) == (
-        wd.EX_UNREACHABLE,
+        common.EX_UNREACHABLE,
         True,
         True,
     ), msg
@@ -420,7 +427,7 @@ def test_a_node_whose_port_is_late_after_its_boot_is_retried_not_given_up_on(rig
     state = rig.state()
     assert not rig.gave_up()
     deferred = [r for r in state["restarts"] if r.get("transient")]
-    assert deferred and all(r["rc"] == wd.EX_BOOTING for r in deferred)
+    assert deferred and all(r["rc"] == common.EX_BOOTING for r in deferred)
     assert state["restarts"][-1]["rc"] == 0
     # Retried before the port came up, healed after it, never given up, never counted.
     assert deferred[0]["time"] < T0 + 65 + 200 <= state["restarts"][-1]["time"]
@@ -552,7 +559,7 @@ def test_a_clear_after_a_give_up_is_acted_on_in_the_same_run(rig):
 
 def test_a_busy_lock_holds_observation(rig):
     rig.clock.at(5, lambda: rig.world.kill("spark-1"))
-    with wd.flocked(rig.dog.cfg["lock_file"]) as got:
+    with common.flocked(rig.dog.cfg["lock_file"]) as got:
         assert got
         rig.cron(1)
     assert rig.world.starts == []
@@ -598,7 +605,7 @@ def test_a_run_takes_up_a_rewritten_cluster_description_at_its_next_observation(
     # from the new description, and its settings hold from then on.
     config = rig.tmp / "cluster.json"
     config.write_text(json.dumps(rig.dog.cfg))
-    rig.dog.config = (str(config), wd.file_stamp(str(config)))
+    rig.dog.config = (str(config), common.file_stamp(str(config)))
     built = []
 
     def make_cluster(cfg):
@@ -630,7 +637,7 @@ def test_a_run_takes_up_a_rewritten_cluster_description_at_its_next_observation(
 def test_a_rewritten_description_that_does_not_parse_ends_the_run(rig):
     config = rig.tmp / "cluster.json"
     config.write_text(json.dumps(rig.dog.cfg))
-    rig.dog.config = (str(config), wd.file_stamp(str(config)))
+    rig.dog.config = (str(config), common.file_stamp(str(config)))
     rig.clock.at(25, lambda: config.write_text('{"ranks": [half written'))
     rig.clock.at(26, lambda: rig.world.kill("spark-1"))
     start = rig.clock.now
@@ -688,16 +695,16 @@ def test_a_hold_file_it_did_not_write_is_removed_not_obeyed(rig):
 
 def test_the_hold_and_release_commands(rig, monkeypatch):
     cfg = rig.dog.cfg
-    monkeypatch.setattr(wd.Clock, "time", staticmethod(lambda: T0))
+    monkeypatch.setattr(common.Clock, "time", staticmethod(lambda: T0))
     monkeypatch.setenv("SUDO_USER", "ops")
-    assert wd.watchdog_main(cfg, ["hold", "600", "site.yml", "converge"]) == 0
+    assert watchdog.watchdog_main(cfg, ["hold", "600", "site.yml", "converge"]) == 0
     held = json.loads((rig.tmp / "state" / "held").read_text())
     assert held["by"] == "ops" and held["reason"] == "site.yml converge"
     assert held["until"] == T0 + 600
-    assert wd.watchdog_main(cfg, ["release"]) == 0
+    assert watchdog.watchdog_main(cfg, ["release"]) == 0
     assert not (rig.tmp / "state" / "held").exists()
     with pytest.raises(SystemExit):
-        wd.watchdog_main(cfg, ["hold", "0"])
+        watchdog.watchdog_main(cfg, ["hold", "0"])
 
 
 # --- a wedge that /health hides: requests running, no token generated ----------------------
@@ -759,19 +766,22 @@ def test_a_head_that_makes_progress_or_has_nothing_to_do_is_left_alone(rig, what
 
 def test_the_stall_clock_starts_afresh_after_a_gap_in_the_observations():
     state = {}
-    assert wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1000.0, 60, 10) is None
+    assert decisions.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1000.0, 60, 10) is None
     # Ten minutes without an observation (paused, held): no evidence of a stall.
-    assert wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1600.0, 60, 10) is None
+    assert decisions.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1600.0, 60, 10) is None
     assert state["progress"]["moved"] == 1600.0
     for now in range(1610, 1660, 10):
-        assert wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, float(now), 60, 10) is None
-    reason = wd.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1660.0, 60, 10)
+        assert (
+            decisions.track_progress(state, {"running": 1.0, "tokens": 5.0}, float(now), 60, 10)
+            is None
+        )
+    reason = decisions.track_progress(state, {"running": 1.0, "tokens": 5.0}, 1660.0, 60, 10)
     assert reason.endswith("for 60 s with 1 request(s) running (watchdog_stall_s=60)")
     # A counter that went back (the engine restarted) moved; so did one that went on.
-    assert wd.track_progress(state, {"running": 1.0, "tokens": 0.0}, 1670.0, 60, 10) is None
+    assert decisions.track_progress(state, {"running": 1.0, "tokens": 0.0}, 1670.0, 60, 10) is None
     assert state["progress"]["moved"] == 1670.0
     # Switched off, or no reading: nothing kept.
-    assert wd.track_progress(state, {"running": 1.0, "tokens": 0.0}, 1680.0, 0, 10) is None
+    assert decisions.track_progress(state, {"running": 1.0, "tokens": 0.0}, 1680.0, 0, 10) is None
     assert "progress" not in state
 
 
@@ -793,7 +803,7 @@ def test_a_node_without_the_memory_gets_nothing_started_and_the_watchdog_says_re
     assert rig.world.starts == []
     assert min(t for t, _h in rig.world.memchecks) >= max(t for t, _h in rig.world.stops)
     (restart,) = state["restarts"]
-    assert restart["rc"] == wd.EX_MEMORY
+    assert restart["rc"] == common.EX_MEMORY
     assert state["last_decision"]["decision"] == "reboot-required"
     marker = (rig.tmp / "state" / "reboot-required").read_text()
     assert "REBOOT REQUIRED, nothing started: spark-3: the container's memory limit" in marker
