@@ -12,17 +12,23 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import (
-    CLUSTER_VARS,
-    PLAYBOOK_VARS,
-    URL_VARS,
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory import (
     bring_up_order,
     check_cluster,
     cluster_summary,
+)
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_read import (
     no_nodes_error,
     read_declared_variables,
-    run_problems,
     unknown_variables,
+)
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_run import (
+    PLAYBOOK_VARS,
+    run_problems,
+)
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_vars import (
+    CLUSTER_VARS,
+    URL_VARS,
 )
 
 display = Display()
@@ -68,27 +74,7 @@ class ActionModule(ActionBase):
         if not hosts or args.get("nodes_only"):
             return self._nodes_only(result, group, hosts, task_vars)
 
-        nodes = []
-        for host in hosts:
-            node = {"host": host}
-            host_vars = hostvars[host]
-            templar = []  # made once per host, only when a default must be evaluated
-            for var in NODE_VARS:
-                try:
-                    node[var] = self._value(host, hostvars, var, defaults, task_vars, templar)
-                except Exception as exc:  # an inventory value that does not template
-                    raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
-            if node["ansible_host"] in (None, host) and "ansible_host" not in host_vars:
-                node["ansible_host"] = None
-            for var in URL_VARS:  # checked only where the inventory sets it
-                if var in host_vars:
-                    try:
-                        node[var] = host_vars[var]
-                    except Exception as exc:
-                        raise AnsibleActionFail(
-                            f"{host}: {var} cannot be evaluated: {exc}"
-                        ) from exc
-            nodes.append(node)
+        nodes = [self._node(host, hostvars, defaults, task_vars) for host in hosts]
 
         errors, warnings, ranks = check_cluster(
             nodes,
@@ -144,6 +130,26 @@ class ActionModule(ActionBase):
                 + "\n".join(f"  - {e}" for e in errors)
             )
         return result
+
+    def _node(self, host, hostvars, defaults, task_vars):
+        """One host's values of the variables the checks read (NODE_VARS, then URL_VARS)."""
+        node = {"host": host}
+        host_vars = hostvars[host]
+        templar = []  # made once per host, only when a default must be evaluated
+        for var in NODE_VARS:
+            try:
+                node[var] = self._value(host, hostvars, var, defaults, task_vars, templar)
+            except Exception as exc:  # an inventory value that does not template
+                raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
+        if node["ansible_host"] in (None, host) and "ansible_host" not in host_vars:
+            node["ansible_host"] = None
+        for var in URL_VARS:  # checked only where the inventory sets it
+            if var in host_vars:
+                try:
+                    node[var] = host_vars[var]
+                except Exception as exc:
+                    raise AnsibleActionFail(f"{host}: {var} cannot be evaluated: {exc}") from exc
+        return node
 
     def _run_vars(self, names, task_vars):
         """The run variables (extra vars, inventory) a playbook's offline checks read, templated."""

@@ -31,7 +31,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     rank_container,
     roce_functions,
 )
-from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import plain
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._profile import plain
 
 UNDEFINED = "(undefined)"
 

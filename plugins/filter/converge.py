@@ -19,7 +19,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._converge impor
     stamp_reasons,
     tree_digest,
 )
-from ansible_collections.sparkfleet.serving.plugins.module_utils._inventory import CLUSTER_VARS
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_vars import CLUSTER_VARS
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _control
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _control
 
 # name: (target, fault, what the operator reads). Run in this order, one at a time.
 CATALOGUE = {

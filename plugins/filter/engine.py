@@ -22,15 +22,15 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     roce_functions,
     server_args,
 )
-from ansible_collections.sparkfleet.serving.plugins.module_utils._profile import (
+from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
+    argument_spec,
+)
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._profile import (
     ProfileError,
     check_settings,
     expand_data_dir,
     is_profile_file,
     resolve,
-)
-from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
-    argument_spec,
 )
 
 

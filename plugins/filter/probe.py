@@ -13,7 +13,7 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._engine import 
     host_requirements,
 )
 from ansible_collections.sparkfleet.serving.plugins.module_utils._netplan import netplan_problems
-from ansible_collections.sparkfleet.serving.plugins.module_utils._probe import probe_error
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._probe import probe_error
 
 
 def sparkfleet_probe_error(result, what="the probe"):

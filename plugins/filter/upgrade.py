@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _upgrade
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _upgrade
 
 
 def upgrade_verdict(candidate_row, known_good_row, max_slowdown):

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils._probe import probe_error
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._probe import probe_error
 
 
 def probe_failed(result):

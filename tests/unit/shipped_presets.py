@@ -6,7 +6,7 @@ import os
 
 import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _profile
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _profile
 
 PRESETS = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "sglang", "files", "presets")
 NAMES = sorted(f[:-4] for f in os.listdir(PRESETS) if f.endswith(".yml"))

@@ -1,6 +1,6 @@
 """The cluster variables have one home: the role sparkfleet.serving.cluster.
 
-Its defaults and argument spec, the checks' table (``_inventory.CLUSTER_VARS``, which
+Its defaults and argument spec, the checks' table (``_inventory_vars.CLUSTER_VARS``, which
 the action plugin reads) and the roles that read the variables must agree.
 """
 
@@ -12,7 +12,7 @@ import os
 import yaml
 
 from ansible_collections.sparkfleet.serving.plugins.action import cluster_info
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _inventory
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _inventory_vars
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLE = os.path.join(REPO, "roles", "cluster")
@@ -29,18 +29,18 @@ SPEC = _load(os.path.join(ROLE, "meta", "argument_specs.yml"))["argument_specs"]
 
 def test_the_checks_read_exactly_the_documented_variables():
     assert sorted(cluster_info.NODE_VARS) == sorted(SPEC)
-    assert sorted(_inventory.CLUSTER_VARS) == sorted(SPEC)
+    assert sorted(_inventory_vars.CLUSTER_VARS) == sorted(SPEC)
 
 
 def test_cluster_wide_means_what_the_spec_says():
-    for var, scope in _inventory.CLUSTER_VARS.items():
+    for var, scope in _inventory_vars.CLUSTER_VARS.items():
         assert scope in ("host", "node", "cluster"), var
         words = {"host": "Per host", "node": "Per node", "cluster": "Cluster-wide"}[scope]
         description = SPEC[var]["description"]
         first = description[0] if isinstance(description, list) else description
         assert first.startswith(words), (var, first)
-    assert set(_inventory.CLUSTER_WIDE) == {
-        v for v, s in _inventory.CLUSTER_VARS.items() if s == "cluster"
+    assert set(_inventory_vars.CLUSTER_WIDE) == {
+        v for v, s in _inventory_vars.CLUSTER_VARS.items() if s == "cluster"
     }
 
 
@@ -57,7 +57,7 @@ def test_no_other_role_sets_a_default_for_a_cluster_variable():
     for path in glob.glob(os.path.join(REPO, "roles", "*", "defaults", "main.yml")):
         if path.startswith(ROLE + os.sep):
             continue
-        doubled = set(_load(path)) & set(_inventory.CLUSTER_VARS)
+        doubled = set(_load(path)) & set(_inventory_vars.CLUSTER_VARS)
         assert not doubled, f"{path} sets {sorted(doubled)}: they live in roles/cluster"
 
 
@@ -80,5 +80,5 @@ def test_roles_that_document_a_cluster_variable_give_its_one_default():
     for path in glob.glob(os.path.join(REPO, "roles", "*", "meta", "argument_specs.yml")):
         for entry in (_load(path).get("argument_specs") or {}).values():
             for var, spec in (entry.get("options") or {}).items():
-                if var in _inventory.CLUSTER_VARS and "default" in spec:
+                if var in _inventory_vars.CLUSTER_VARS and "default" in spec:
                     assert spec["default"] == DEFAULTS.get(var), f"{path}: {var}"

@@ -9,7 +9,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from shipped_presets import NAMES, resolve
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _profile
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _profile
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "sglang")
 PRESETS = os.path.join(ROLE, "files", "presets")

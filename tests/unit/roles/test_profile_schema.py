@@ -14,11 +14,11 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import (
-    _engine,
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _profile_schema
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import (
     _inventory,
+    _inventory_vars,
     _profile,
-    _profile_schema,
 )
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
@@ -155,7 +155,7 @@ def test_every_schema_field_is_documented_and_typed():
 def test_the_seed_flags_keep_their_order_and_owners():
     flags = [flag for _field, flag in _engine.server_flags()]
     assert [flag for flag in flags if flag in SEED_FLAG_ORDER] == SEED_FLAG_ORDER
-    owned = _inventory.owned_flags()
+    owned = _inventory_vars.owned_flags()
     assert {flag: owned.get(flag) for flag in SEED_OWNED_FLAGS} == SEED_OWNED_FLAGS
 
 
@@ -192,7 +192,7 @@ def test_a_new_schema_line_reaches_every_consumer(monkeypatch):
     assert args[at + 1] == "0.70"
     assert args[at + 2] == "--speculative-num-steps", "the table's order is the launch order"
 
-    owned = _inventory.owned_flags()
+    owned = _inventory_vars.owned_flags()
     assert owned["--speculative-accept-threshold-single"] == (
         "the profile field speculative.accept_threshold"
     )

@@ -14,7 +14,7 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _inventory
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _inventory_vars
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 # Facts and variables one stage publishes for the next ones.
@@ -55,7 +55,7 @@ def test_role_documents_what_it_reads(role):
     text = _text(role)
     documented = _documented(role)
     missing = []
-    for var in (*_inventory.CLUSTER_VARS, *STAGE_FACTS):
+    for var in (*_inventory_vars.CLUSTER_VARS, *STAGE_FACTS):
         if var in NOT_READ.get(role, ()) or not re.search(rf"\b{var}\b", text):
             continue
         set_here = re.search(rf"^\s+{var}:|register:\s+{var}\b", text, re.M)

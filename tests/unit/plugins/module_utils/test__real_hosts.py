@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine, _inventory, _probe
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _engine
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _inventory_vars, _probe
 
 SEED_CONTAINER = {
     "gpus": "all",
@@ -332,7 +333,7 @@ def test_probe_error(result, expected):
     ],
 )
 def test_owned_env_keys(key, owner):
-    got = _inventory.owned_env_key(key)
+    got = _inventory_vars.owned_env_key(key)
     if owner is None:
         assert got is None
     else:

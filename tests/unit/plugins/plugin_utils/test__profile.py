@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _profile
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _profile
 
 
 class LazyMapping(Mapping):

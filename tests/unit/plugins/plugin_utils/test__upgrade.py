@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _canary, _upgrade
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _canary
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _upgrade
 
 
 def check(passed=True):

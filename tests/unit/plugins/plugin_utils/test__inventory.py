@@ -10,7 +10,12 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _inventory
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import (
+    _inventory,
+    _inventory_read,
+    _inventory_report,
+    _inventory_run,
+)
 
 ENGINE = {
     "image": "qwen38-dflash2:v1.2.2",
@@ -73,169 +78,169 @@ def test_a_good_cluster_has_no_problem_and_derives_the_order():
     assert _inventory.bring_up_order(ranks) == ["spark-4", "spark-3", "spark-2", "spark-1"]
 
 
-@pytest.mark.parametrize(
-    ("cluster", "eng", "message"),
-    [
-        (
-            nodes(**{"3__spark_rank": 1}),
-            ENGINE,
-            "spark-3: spark_rank 1 is also the rank of spark-2; fix:",
+# One mistake per case: the cluster, the profile, and a line of the message (None: no error).
+PROBLEM_CASES = [
+    (
+        nodes(**{"3__spark_rank": 1}),
+        ENGINE,
+        "spark-3: spark_rank 1 is also the rank of spark-2; fix:",
+    ),
+    (
+        nodes(**{"4__spark_rank": 7}),
+        ENGINE,
+        "spark-4: spark_rank 7 is out of range for 4 nodes",
+    ),
+    (nodes(**{"2__spark_rank": None}), ENGINE, "spark-2: spark_rank is not set; fix:"),
+    (
+        nodes(**{"2__spark_rank": True}),
+        ENGINE,
+        "spark-2: spark_rank is True, not a non-negative integer",
+    ),
+    (nodes(**{"2__spark_rank": "1"}), ENGINE, None),
+    (nodes(3), ENGINE, "sglang_engine.nnodes is 4 but spark_nodes has 3 nodes"),
+    (nodes(), engine(tp_size=2), "x pp_size = 2, but 4 nodes x 1 GPU = 4"),
+    (nodes(), engine(tp_size=2, pp_size=2), None),
+    (
+        nodes(**{"2__ansible_host": "spark-2.lab"}),
+        ENGINE,
+        "spark-2: ansible_host is 'spark-2.lab', not an IPv4",
+    ),
+    (
+        nodes(**{"2__roce_ipv4": "10.0.30.255"}),
+        ENGINE,
+        "10.0.30.255 is not a host address of roce_subnet",
+    ),
+    (
+        nodes(**{"4__ansible_host": "192.168.3.3"}),
+        ENGINE,
+        "spark-4: ansible_host 192.168.3.3 is also used by spark-1",
+    ),
+    (
+        nodes(**{f"{i}__spark_mgmt_subnet": "10.0.0.0/8" for i in range(1, 5)}),
+        ENGINE,
+        "roce_subnet 10.0.30.0/24 overlaps spark_mgmt_subnet 10.0.0.0/8",
+    ),
+    (nodes(**{"2__roce_mtu": 1500}), ENGINE, "spark-2: roce_mtu differs from spark-1's"),
+    (
+        nodes(**{"2__roce_iface": "enP7s7"}),
+        ENGINE,
+        "spark-2: roce_iface is the management NIC enP7s7",
+    ),
+    (
+        nodes(**{"2__roce_iface": "a-name-longer-than-15"}),
+        ENGINE,
+        "not a network interface name",
+    ),
+    (
+        nodes(**{"1__roce_gid_mode": "guess"}),
+        ENGINE,
+        "roce_gid_mode is 'guess'; fix: use discover or auto",
+    ),
+    (nodes(**{"1__roce_sysfs_root": "sys/class"}), ENGINE, "roce_sysfs_root is 'sys/class'"),
+    (
+        nodes(**{"1__watchdog_bin": "sparkfleet-watchdog"}),
+        ENGINE,
+        "spark-1: watchdog_bin is 'sparkfleet-watchdog', not an absolute file path; fix: give "
+        "an absolute path",
+    ),
+    (
+        nodes(
+            **{
+                "1__sglang_node_bin": "/usr/local/sbin/sparkfleet",
+                "1__cluster_production_bin": "/usr/local/sbin/sparkfleet",
+            }
         ),
-        (
-            nodes(**{"4__spark_rank": 7}),
-            ENGINE,
-            "spark-4: spark_rank 7 is out of range for 4 nodes",
-        ),
-        (nodes(**{"2__spark_rank": None}), ENGINE, "spark-2: spark_rank is not set; fix:"),
-        (
-            nodes(**{"2__spark_rank": True}),
-            ENGINE,
-            "spark-2: spark_rank is True, not a non-negative integer",
-        ),
-        (nodes(**{"2__spark_rank": "1"}), ENGINE, None),
-        (nodes(3), ENGINE, "sglang_engine.nnodes is 4 but spark_nodes has 3 nodes"),
-        (nodes(), engine(tp_size=2), "x pp_size = 2, but 4 nodes x 1 GPU = 4"),
-        (nodes(), engine(tp_size=2, pp_size=2), None),
-        (
-            nodes(**{"2__ansible_host": "spark-2.lab"}),
-            ENGINE,
-            "spark-2: ansible_host is 'spark-2.lab', not an IPv4",
-        ),
-        (
-            nodes(**{"2__roce_ipv4": "10.0.30.255"}),
-            ENGINE,
-            "10.0.30.255 is not a host address of roce_subnet",
-        ),
-        (
-            nodes(**{"4__ansible_host": "192.168.3.3"}),
-            ENGINE,
-            "spark-4: ansible_host 192.168.3.3 is also used by spark-1",
-        ),
-        (
-            nodes(**{f"{i}__spark_mgmt_subnet": "10.0.0.0/8" for i in range(1, 5)}),
-            ENGINE,
-            "roce_subnet 10.0.30.0/24 overlaps spark_mgmt_subnet 10.0.0.0/8",
-        ),
-        (nodes(**{"2__roce_mtu": 1500}), ENGINE, "spark-2: roce_mtu differs from spark-1's"),
-        (
-            nodes(**{"2__roce_iface": "enP7s7"}),
-            ENGINE,
-            "spark-2: roce_iface is the management NIC enP7s7",
-        ),
-        (
-            nodes(**{"2__roce_iface": "a-name-longer-than-15"}),
-            ENGINE,
-            "not a network interface name",
-        ),
-        (
-            nodes(**{"1__roce_gid_mode": "guess"}),
-            ENGINE,
-            "roce_gid_mode is 'guess'; fix: use discover or auto",
-        ),
-        (nodes(**{"1__roce_sysfs_root": "sys/class"}), ENGINE, "roce_sysfs_root is 'sys/class'"),
-        (
-            nodes(**{"1__watchdog_bin": "sparkfleet-watchdog"}),
-            ENGINE,
-            "spark-1: watchdog_bin is 'sparkfleet-watchdog', not an absolute file path; fix: give "
-            "an absolute path",
-        ),
-        (
-            nodes(
-                **{
-                    "1__sglang_node_bin": "/usr/local/sbin/sparkfleet",
-                    "1__cluster_production_bin": "/usr/local/sbin/sparkfleet",
-                }
-            ),
-            ENGINE,
-            "spark-1: cluster_production_bin is '/usr/local/sbin/sparkfleet', the same file as "
-            "sglang_node_bin",
-        ),
-        (nodes(), engine(port=22), "sglang_engine.port is 22, used by sshd"),
-        (nodes(), engine(dist_init_port=8081), "dist_init_port 8081 clashes with the API port"),
-        (
-            nodes(),
-            engine(extra_args=["--node-rank=1"]),
-            "extra_args contains --node-rank; fix: remove it",
-        ),
-        (nodes(), engine(extra_args=["--api-key", "x"]), "the vaulted variable sglang_api_key"),
-        (nodes(), engine(image="lmsysorg/sglang"), "has no tag or digest"),
-        (nodes(), engine(image="lmsysorg/sglang@sha256:6f91b6bbe3"), "carries a truncated digest"),
-        (nodes(), engine(image="lmsysorg/sglang@sha256:" + "a" * 64), None),
-        (nodes(), engine(image="registry:5000/sglang"), "has no tag or digest"),
-        (
-            nodes(),
-            engine(model_revision="9e165c30"),
-            "model_revision '9e165c30' looks like a truncated commit",
-        ),
-        (nodes(), engine(model_revision="9e165c30…"), "is truncated"),
-        (
-            nodes(),
-            engine(model_revision="main"),
-            "spark-1: sglang_engine.model_revision 'main' is not a commit but a branch or tag "
-            "name, which moves; fix: set sglang_profile_overrides.model_revision to the full "
-            "40-character commit sha",
-        ),
-        (nodes(), engine(model_revision="a" * 40), None),
-        (nodes(), engine(model_revision=None), None),
-        (nodes(), engine(model_revision="A" * 40), "is not a 40-character lowercase commit sha"),
-        (nodes(), engine(model_revision="a" * 41), "is not a 40-character lowercase commit sha"),
-        (
-            nodes(),
-            engine(speculative={"algorithm": None, "draft_model_revision": "refs/pr/1"}),
-            "sglang_engine.speculative.draft_model_revision 'refs/pr/1' is not a commit but a "
-            "branch or tag name",
-        ),
-        (
-            nodes(),
-            engine(hf_endpoint="hf-mirror.com"),
-            "spark-1: sglang_engine.hf_endpoint 'hf-mirror.com' is not an http(s) URL (it has no "
-            "scheme); fix: set sglang_profile_overrides.hf_endpoint to the mirror's URL",
-        ),
-        (nodes(), engine(hf_endpoint="http://192.168.3.250:8090"), None),
-        (nodes(), engine(hf_endpoint=None), None),
-        (
-            nodes(**{"2__model_weights_hf_endpoint": "mirror:8090"}),
-            ENGINE,
-            "spark-2: model_weights_hf_endpoint 'mirror:8090' is not an http(s) URL",
-        ),
-        (
-            nodes(**{f"{i}__model_weights_hf_endpoint": "https://" for i in range(1, 5)}),
-            ENGINE,
-            "spark-1, spark-2, spark-3, spark-4: model_weights_hf_endpoint 'https://' names no "
-            "host",
-        ),
-        (nodes(**{"3__model_weights_hf_endpoint": "https://hf.example/"}), ENGINE, None),
-        (
-            nodes(),
-            engine(data_dir="srv/ai"),
-            "spark-1: sglang_engine.data_dir 'srv/ai' is a relative path",
-        ),
-        (nodes(), engine(data_dir="/srv/ai"), None),
-        (
-            nodes(),
-            engine(family="deepseek_v4", speculative={"algorithm": "NEXTN", "num_draft_tokens": 3}),
-            "NEXTN, which DeepSeek-V4 does not accept",
-        ),
-        (
-            nodes(),
-            engine(family="deepseek_v4", speculative={"algorithm": "EAGLE", "num_steps": 2}),
-            None,
-        ),
-        (
-            nodes(),
-            engine(min_new_tokens=8),
-            "min_new_tokens 8 does not exceed the speculative window (8 tokens)",
-        ),
-        (
-            nodes(),
-            engine(patches=[]),
-            "patches lack max_tokens_clamp while DFLASH takes 8 tokens per step",
-        ),
-        (nodes(), engine(patches=[], speculative={"algorithm": None}), None),
-        (nodes(), engine(watchdog_timeout=0), "sglang_engine.watchdog_timeout is 0"),
-        (nodes(), engine(served_model_name=""), "sglang_engine.served_model_name is empty"),
-    ],
-)
+        ENGINE,
+        "spark-1: cluster_production_bin is '/usr/local/sbin/sparkfleet', the same file as "
+        "sglang_node_bin",
+    ),
+    (nodes(), engine(port=22), "sglang_engine.port is 22, used by sshd"),
+    (nodes(), engine(dist_init_port=8081), "dist_init_port 8081 clashes with the API port"),
+    (
+        nodes(),
+        engine(extra_args=["--node-rank=1"]),
+        "extra_args contains --node-rank; fix: remove it",
+    ),
+    (nodes(), engine(extra_args=["--api-key", "x"]), "the vaulted variable sglang_api_key"),
+    (nodes(), engine(image="lmsysorg/sglang"), "has no tag or digest"),
+    (nodes(), engine(image="lmsysorg/sglang@sha256:6f91b6bbe3"), "carries a truncated digest"),
+    (nodes(), engine(image="lmsysorg/sglang@sha256:" + "a" * 64), None),
+    (nodes(), engine(image="registry:5000/sglang"), "has no tag or digest"),
+    (
+        nodes(),
+        engine(model_revision="9e165c30"),
+        "model_revision '9e165c30' looks like a truncated commit",
+    ),
+    (nodes(), engine(model_revision="9e165c30…"), "is truncated"),
+    (
+        nodes(),
+        engine(model_revision="main"),
+        "spark-1: sglang_engine.model_revision 'main' is not a commit but a branch or tag "
+        "name, which moves; fix: set sglang_profile_overrides.model_revision to the full "
+        "40-character commit sha",
+    ),
+    (nodes(), engine(model_revision="a" * 40), None),
+    (nodes(), engine(model_revision=None), None),
+    (nodes(), engine(model_revision="A" * 40), "is not a 40-character lowercase commit sha"),
+    (nodes(), engine(model_revision="a" * 41), "is not a 40-character lowercase commit sha"),
+    (
+        nodes(),
+        engine(speculative={"algorithm": None, "draft_model_revision": "refs/pr/1"}),
+        "sglang_engine.speculative.draft_model_revision 'refs/pr/1' is not a commit but a "
+        "branch or tag name",
+    ),
+    (
+        nodes(),
+        engine(hf_endpoint="hf-mirror.com"),
+        "spark-1: sglang_engine.hf_endpoint 'hf-mirror.com' is not an http(s) URL (it has no "
+        "scheme); fix: set sglang_profile_overrides.hf_endpoint to the mirror's URL",
+    ),
+    (nodes(), engine(hf_endpoint="http://192.168.3.250:8090"), None),
+    (nodes(), engine(hf_endpoint=None), None),
+    (
+        nodes(**{"2__model_weights_hf_endpoint": "mirror:8090"}),
+        ENGINE,
+        "spark-2: model_weights_hf_endpoint 'mirror:8090' is not an http(s) URL",
+    ),
+    (
+        nodes(**{f"{i}__model_weights_hf_endpoint": "https://" for i in range(1, 5)}),
+        ENGINE,
+        "spark-1, spark-2, spark-3, spark-4: model_weights_hf_endpoint 'https://' names no host",
+    ),
+    (nodes(**{"3__model_weights_hf_endpoint": "https://hf.example/"}), ENGINE, None),
+    (
+        nodes(),
+        engine(data_dir="srv/ai"),
+        "spark-1: sglang_engine.data_dir 'srv/ai' is a relative path",
+    ),
+    (nodes(), engine(data_dir="/srv/ai"), None),
+    (
+        nodes(),
+        engine(family="deepseek_v4", speculative={"algorithm": "NEXTN", "num_draft_tokens": 3}),
+        "NEXTN, which DeepSeek-V4 does not accept",
+    ),
+    (
+        nodes(),
+        engine(family="deepseek_v4", speculative={"algorithm": "EAGLE", "num_steps": 2}),
+        None,
+    ),
+    (
+        nodes(),
+        engine(min_new_tokens=8),
+        "min_new_tokens 8 does not exceed the speculative window (8 tokens)",
+    ),
+    (
+        nodes(),
+        engine(patches=[]),
+        "patches lack max_tokens_clamp while DFLASH takes 8 tokens per step",
+    ),
+    (nodes(), engine(patches=[], speculative={"algorithm": None}), None),
+    (nodes(), engine(watchdog_timeout=0), "sglang_engine.watchdog_timeout is 0"),
+    (nodes(), engine(served_model_name=""), "sglang_engine.served_model_name is empty"),
+]
+
+
+@pytest.mark.parametrize(("cluster", "eng", "message"), PROBLEM_CASES)
 def test_each_problem_is_named(cluster, eng, message):
     errors, _warnings, _ranks = _inventory.check_cluster(cluster, eng, api_key_set=True)
     if message is None:
@@ -292,7 +297,7 @@ def _load(path):
         return yaml.safe_load(handle)
 
 
-DECLARED = _inventory.read_declared_variables(os.path.join(REPO, "roles"), _load)
+DECLARED = _inventory_read.read_declared_variables(os.path.join(REPO, "roles"), _load)
 
 
 @pytest.mark.parametrize(
@@ -329,14 +334,14 @@ DECLARED = _inventory.read_declared_variables(os.path.join(REPO, "roles"), _load
     ],
 )
 def test_an_undeclared_prefixed_variable_is_named_with_the_closest(names, expected):
-    assert _inventory.unknown_variables(names, DECLARED) == expected
+    assert _inventory_read.unknown_variables(names, DECLARED) == expected
 
 
 def test_profile_fields_are_not_variables():
     # The sglang role's entry point profile documents profile fields (set in
     # sglang_profile_overrides), not variables: sglang_version at top level is a mistake.
     assert "sglang_version" not in DECLARED
-    assert _inventory.unknown_variables({"spark-1": ["sglang_version"]}, DECLARED)
+    assert _inventory_read.unknown_variables({"spark-1": ["sglang_version"]}, DECLARED)
     assert "roce_mtu" in DECLARED and "model_weights_hf_endpoint" in DECLARED
 
 
@@ -345,7 +350,7 @@ def test_declared_variables_reads_every_entry_point():
         "a": {"main": {"options": {"a_x": {}}}, "other": {"options": {"a_y": {}}}},
         "sglang": {"profile": {"options": {"sglang_version": {}}}, "main": {"options": None}},
     }
-    assert _inventory.declared_variables(specs) == {"a_x": ["a"], "a_y": ["a"]}
+    assert _inventory_read.declared_variables(specs) == {"a_x": ["a"], "a_y": ["a"]}
 
 
 def _inventory_names():
@@ -387,11 +392,11 @@ def test_shipped_inventories_and_extra_vars_use_only_declared_variables():
         "canary_production",
     } <= names
     assert {"model_weights_enabled", "canary_restore", "canary_results_dir"} <= names
-    assert _inventory.unknown_variables({"any": sorted(names)}, DECLARED) == []
+    assert _inventory_read.unknown_variables({"any": sorted(names)}, DECLARED) == []
 
 
 def test_no_nodes_names_the_sources_the_groups_and_the_renaming(tmp_path):
-    error = _inventory.no_nodes_error(
+    error = _inventory_read.no_nodes_error(
         "spark_nodes",
         [str(tmp_path)],
         {"all": ["spark-1", "spark-2"], "ungrouped": [], "sparks": ["spark-1", "spark-2"]},
@@ -404,7 +409,7 @@ def test_no_nodes_names_the_sources_the_groups_and_the_renaming(tmp_path):
 
 def test_no_nodes_names_a_file_that_does_not_parse(tmp_path):
     hosts = tmp_path / "hosts.yml"
-    error = _inventory.no_nodes_error(
+    error = _inventory_read.no_nodes_error(
         "spark_nodes", [str(tmp_path)], {"all": [], "ungrouped": []}, [(str(hosts), "bad key")]
     )
     assert (
@@ -414,7 +419,7 @@ def test_no_nodes_names_a_file_that_does_not_parse(tmp_path):
 
 
 def test_no_nodes_names_a_source_that_does_not_exist(tmp_path):
-    error = _inventory.no_nodes_error(
+    error = _inventory_read.no_nodes_error(
         "spark_nodes", [str(tmp_path / "nope")], {"all": [], "ungrouped": []}
     )
     assert f"read from {tmp_path / 'nope'} (which does not exist)" in error
@@ -422,7 +427,7 @@ def test_no_nodes_names_a_source_that_does_not_exist(tmp_path):
 
 
 def test_no_nodes_lists_hosts_in_no_group_and_other_groups(tmp_path):
-    error = _inventory.no_nodes_error(
+    error = _inventory_read.no_nodes_error(
         "spark_nodes",
         [str(tmp_path)],
         {"all": ["a", "b"], "ungrouped": ["a"], "gpu": ["b"], "spark_nodes": []},
@@ -442,7 +447,7 @@ def test_no_nodes_lists_hosts_in_no_group_and_other_groups(tmp_path):
     ],
 )
 def test_url_problem(value, problem):
-    found = _inventory.url_problem(value)
+    found = _inventory_report.url_problem(value)
     if problem is None:
         assert found is None
     else:
@@ -647,7 +652,7 @@ def test_bad_trusted_endpoints_are_refused(trusted):
     ],
 )
 def test_each_playbook_refuses_its_missing_run_variables_offline(playbook, run, expected):
-    problems = _inventory.run_problems(playbook, run, "rack7")
+    problems = _inventory_run.run_problems(playbook, run, "rack7")
     assert any(expected in p and p.startswith("cluster: ") for p in problems), problems
 
 
@@ -663,7 +668,7 @@ def test_each_playbook_refuses_its_missing_run_variables_offline(playbook, run, 
     ],
 )
 def test_a_complete_run_passes_the_playbook_checks(playbook, run):
-    assert _inventory.run_problems(playbook, run, "rack7") == []
+    assert _inventory_run.run_problems(playbook, run, "rack7") == []
 
 
 def test_the_summary_names_cluster_head_profile_endpoint_revisions_and_functions():

@@ -14,7 +14,7 @@ last known-good one command away, and the result's Markdown.
 
 from __future__ import annotations
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils import _control
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _control
 
 RECORD_VERSION = 1
 # What a known-good record must hold to be returned to (rollback.yml refuses anything else).

@@ -120,6 +120,9 @@ def unknown_fields(data, schema, prefix):
     return found
 
 
+FIELDS_DOC = "fields: ansible-doc -t role sparkfleet.serving.sglang, entry point profile"
+
+
 def check_settings(name, overrides, presets, schema, read):
     """Problems of one node's ``sglang_profile``/``sglang_profile_overrides``.
 
@@ -127,8 +130,30 @@ def check_settings(name, overrides, presets, schema, read):
     spec options), ``read(path_or_preset)`` loads a profile file. Returns
     (variable, problem, fix) triples; the resolved profile when there are none.
     """
-    problems = []
-    fields_doc = "fields: ansible-doc -t role sparkfleet.serving.sglang, entry point profile"
+    problems, label = _name_problems(name, presets)
+    if problems:
+        return problems, None
+    problems, preset, base = _read_preset(name, label, presets, read)
+    if problems:
+        return problems, None
+    problems = _field_problems(preset, overrides, schema, label)
+    if problems:
+        return problems, None
+    try:
+        profile = expand_data_dir(resolve(preset, base, overrides, name))
+    except ProfileError as exc:
+        return [
+            ("sglang_profile", str(exc), "let a profile file name one shipped preset as base")
+        ], None
+    return [], profile
+
+
+def _name_problems(name, presets):
+    """What is wrong with the name ``sglang_profile`` gives, and the label of a profile file.
+
+    Returns (problems, label): ``label`` names a site profile file in its problems, None for
+    a shipped preset.
+    """
     if not isinstance(name, str) or not name:
         return [("sglang_profile", f"is {name!r}", "name a shipped preset or a profile file")], None
     if is_profile_file(name):
@@ -148,8 +173,8 @@ def check_settings(name, overrides, presets, schema, read):
                     "create it or fix the path",
                 )
             ], None
-        label = f"sglang_profile file {name}:"
-    elif name not in presets:
+        return [], f"sglang_profile file {name}:"
+    if name not in presets:
         return [
             (
                 "sglang_profile",
@@ -157,28 +182,56 @@ def check_settings(name, overrides, presets, schema, read):
                 f"use one of {', '.join(sorted(presets))}, or a profile file's absolute path",
             )
         ], None
-    else:
-        label = None
+    return [], None
+
+
+def _read_preset(name, label, presets, read):
+    """The preset or profile file ``name`` and the one preset it builds on.
+
+    Returns (problems, preset, base); ``base`` is None when it names none.
+    """
     try:
         preset = read(name)
     except Exception as exc:  # a site file that does not parse
-        return [
-            ("sglang_profile", f"{name} cannot be read: {exc}", "fix the YAML of the profile file")
-        ], None
+        return (
+            [
+                (
+                    "sglang_profile",
+                    f"{name} cannot be read: {exc}",
+                    "fix the YAML of the profile file",
+                )
+            ],
+            None,
+            None,
+        )
     if not isinstance(preset, dict):
-        return [("sglang_profile", f"{name} is not a mapping of profile fields", fields_doc)], None
+        return (
+            [("sglang_profile", f"{name} is not a mapping of profile fields", FIELDS_DOC)],
+            None,
+            None,
+        )
     base = None
     base_name = preset.get("base")
     if base_name is not None:
         if base_name not in presets:
-            return [
-                (
-                    label or "sglang_profile",
-                    f"base {base_name!r} is not a shipped preset{closest(base_name, presets)}",
-                    f"use one of {', '.join(sorted(presets))}",
-                )
-            ], None
+            return (
+                [
+                    (
+                        label or "sglang_profile",
+                        f"base {base_name!r} is not a shipped preset{closest(base_name, presets)}",
+                        f"use one of {', '.join(sorted(presets))}",
+                    )
+                ],
+                None,
+                None,
+            )
         base = read(base_name)
+    return [], preset, base
+
+
+def _field_problems(preset, overrides, schema, label):
+    """Fields the schema lacks: a profile file's (``label``) own, then the overrides'."""
+    problems = []
     if label:
         for field, hint in unknown_fields(
             {k: v for k, v in preset.items() if k != "base"}, schema, ""
@@ -187,7 +240,7 @@ def check_settings(name, overrides, presets, schema, read):
                 (
                     label,
                     f"{field} is not a profile field{hint}",
-                    f"correct or remove it; {fields_doc}",
+                    f"correct or remove it; {FIELDS_DOC}",
                 )
             )
     if not isinstance(overrides, dict):
@@ -199,21 +252,13 @@ def check_settings(name, overrides, presets, schema, read):
                 "e.g. sglang_profile_overrides: {data_dir: /srv/ai}",
             )
         )
-        return problems, None
+        return problems
     for field, hint in unknown_fields(overrides, schema, ""):
         problems.append(
             (
                 f"sglang_profile_overrides.{field}",
                 f"is not a profile field{hint}",
-                f"correct or remove it; {fields_doc}",
+                f"correct or remove it; {FIELDS_DOC}",
             )
         )
-    if problems:
-        return problems, None
-    try:
-        profile = expand_data_dir(resolve(preset, base, overrides, name))
-    except ProfileError as exc:
-        return [
-            ("sglang_profile", str(exc), "let a profile file name one shipped preset as base")
-        ], None
-    return [], profile
+    return problems
