@@ -64,7 +64,7 @@ lint: setup ## ansible-lint (production), yamllint, ruff, shellcheck, antsibull-
 sanity: setup ## ansible-test sanity on a copy of the checkout
 	bash tools/sanity.sh
 
-unit: setup ## Unit tests (modules, module_utils, filters, presets) and offline inventory checks
+unit: setup ## Unit tests (modules, module_utils, plugin_utils, filters, presets) and offline inventory checks
 	$(VENV)/python -m pytest tests/unit tests/playbooks -q --durations=12
 
 profile-spec: setup ## Write the sglang role's entry point profile from plugins/module_utils/_profile_schema.py
