@@ -46,6 +46,9 @@ CLUSTER_VARS = {
     "watchdog_lib_dir": "cluster",
     "watchdog_state_dir": "cluster",
     "cluster_production_bin": "cluster",
+    # A run's hold on the watchdog (the role's entry point hold): its length and its reason.
+    "watchdog_hold_s": "cluster",
+    "watchdog_hold_reason": "cluster",
 }
 # The control paths among them (absolute paths, checked so).
 CONTROL_PATHS = (
