@@ -70,7 +70,8 @@ unit: setup ## Unit tests (modules, module_utils, plugin_utils, filters, presets
 profile-spec: setup ## Write the sglang role's entry point profile from plugins/module_utils/_profile_schema.py
 	$(VENV)/python tools/profile_spec.py
 
-role-docs: setup ## Write roles/*/README.md from each role's meta/argument_specs.yml (make unit fails when stale)
+role-docs: setup ## Write every role's argument specs, defaults and README from meta/variables.yml (make unit fails when stale)
+	$(VENV)/python tools/register.py
 	$(VENV)/python tools/role_docs.py
 
 twin: images ## Tests of the SGLang stand-in image itself

@@ -37,8 +37,7 @@ display = Display()
 # sparkfleet.serving.cluster, whose defaults every play that runs this has in scope).
 NODE_VARS = tuple(CLUSTER_VARS)
 _NONE = object()
-# The collection's roles, whose argument specs declare every variable an inventory may set.
-ROLES_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "roles")
+
 # Files of an inventory folder Ansible parses as sources (not its group_vars/host_vars).
 SOURCE_SUFFIXES = (".yml", ".yaml", ".json")
 
@@ -92,9 +91,7 @@ class ActionModule(ActionBase):
             )
         # The inventory's own check (not the canary's candidate profiles); without the roles'
         # specs (a partial copy of the collection) nothing could be judged.
-        declared = (
-            {} if defaults else read_declared_variables(ROLES_DIR, self._loader.load_from_file)
-        )
+        declared = {} if defaults else read_declared_variables()
         if declared:
             errors += unknown_variables(
                 {host: self._inventory_names(hostvars, host) for host in hosts}, declared

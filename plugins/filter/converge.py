@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 
-import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._converge import (
@@ -19,9 +18,8 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._converge impor
     stamp_reasons,
     tree_digest,
 )
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _register
 from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_vars import CLUSTER_VARS
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # plugins/filter/converge.py -> the collection's root.
 COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,23 +39,12 @@ def _split(item):
 
 
 @functools.lru_cache(maxsize=None)
-def _specs(role):
-    with open(os.path.join(_role_dir(role), "meta", "argument_specs.yml"), encoding="utf-8") as f:
-        # libyaml when the controller has it (a worker that finds no warm cache parses them).
-        return (yaml.load(f, Loader=_LOADER) or {}).get("argument_specs") or {}
-
-
-@functools.lru_cache(maxsize=None)
 def _inputs(item):
     role, entry = _split(item)
-    specs = _specs(role)
-    if entry is not None and entry not in specs:
+    _role_dir(role)
+    if entry is not None and entry not in _register.load()["roles"].get(role, {}):
         raise AnsibleFilterError(f"converge: role {role} has no entry point {entry!r}")
-    names = set()
-    for name, spec in specs.items():
-        if entry is None or name == entry:
-            names.update((spec or {}).get("options") or {})
-    return tuple(sorted(names))
+    return _register.stage_inputs(item)
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +53,7 @@ def _tree(path):
 
 
 def converge_inputs(roles):
-    """Every option the argument specs of ``roles`` declare: what the stage reads.
+    """Every variable the register (meta/variables.yml) says ``roles`` read: what the stage reads.
 
     An item ``role:entry`` takes that entry point's options only."""
     names = set()
@@ -84,17 +71,15 @@ def converge_digest(values, roles):
 
 
 def warm():
-    """Read every role's argument specs and digest every role's files and the plugins now.
+    """Read the register of variables and digest every role's files and the plugins now.
 
     Called by the controller's main process (filter preload) before any worker forks: each
     stage's decision in each worker then finds them in these caches instead of reading and
     hashing the files again, once per stage and host."""
-    roles = os.path.join(COLLECTION, "roles")
-    for role in sorted(os.listdir(roles)):
-        if os.path.isfile(os.path.join(roles, role, "meta", "argument_specs.yml")):
-            for entry in _specs(role):
-                _inputs(f"{role}:{entry}")
-            _tree(_role_dir(role))
+    for role, entries in _register.load()["roles"].items():
+        for entry in entries:
+            _inputs(f"{role}:{entry}")
+        _tree(_role_dir(role))
     _tree(os.path.join(COLLECTION, "plugins"))
 
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import yaml
@@ -123,8 +124,11 @@ def _load_yaml(path):
         return yaml.safe_load(handle)
 
 
-def sglang_profile_problems(hosts, hostvars, role_path, default_profile, default_overrides):
-    """One line per problem of the hosts' profile settings, hosts with the same problem joined."""
+def _settings_checker(role_path):
+    """check(name, overrides) -> (problems, resolved profile or None), each pair settled once.
+
+    ``problems`` are (variable, problem, fix) triples: the settings' own (check_settings)
+    and, for a profile that resolves, every value the profile schema refuses."""
     presets_dir = os.path.join(role_path, "files", "presets")
     presets = sorted(f[:-4] for f in os.listdir(presets_dir) if f.endswith(".yml"))
     # The profile schema (the role's entry point profile is written from it).
@@ -135,29 +139,60 @@ def sglang_profile_problems(hosts, hostvars, role_path, default_profile, default
             name if is_profile_file(name) else os.path.join(presets_dir, f"{name}.yml")
         )
 
+    settled = {}
+
+    def check(name, overrides):
+        key = json.dumps([name, overrides], sort_keys=True, default=str)
+        if key not in settled:
+            problems, profile = check_settings(name, overrides, presets, schema, read)
+            if profile is not None:
+                validation = ArgumentSpecValidator(schema).validate(dict(profile))
+                for message in validation.error_messages:
+                    problems.append(
+                        (
+                            "sglang_profile_overrides",
+                            f"gives a profile that does not fit the schema: {message}",
+                            "give the field a value of its type (ansible-doc, entry point profile)",
+                        )
+                    )
+            settled[key] = (problems, None if problems else profile)
+        return settled[key]
+
+    return check
+
+
+def sglang_profile_resolution(hosts, hostvars, role_path, profile, overrides):
+    """Every host's profile settings checked and the profile resolved, in one pass.
+
+    Returns ``{"problems": [line, ...], "profile": resolved or None}``: one line per
+    problem of any host's ``sglang_profile``/``sglang_profile_overrides`` (hosts with the
+    same problem joined, each line naming them, the variable, the problem and the fix), and
+    the profile that ``profile`` and ``overrides`` (the calling host's) resolve to, None
+    while there is a problem. Settings equal on every host are resolved once."""
+    check = _settings_checker(role_path)
     by_problem = {}
     for host in hosts:
         hv = hostvars[host]
-        name = hv.get("sglang_profile", default_profile)
-        overrides = hv.get("sglang_profile_overrides", default_overrides)
-        problems, profile = check_settings(name, overrides, presets, schema, read)
-        if profile is not None:
-            validation = ArgumentSpecValidator(schema).validate(dict(profile))
-            for message in validation.error_messages:
-                problems.append(
-                    (
-                        "sglang_profile_overrides",
-                        f"gives a profile that does not fit the schema: {message}",
-                        "give the field a value of its type (ansible-doc, entry point profile)",
-                    )
-                )
+        problems, _profile = check(
+            hv.get("sglang_profile", profile), hv.get("sglang_profile_overrides", overrides)
+        )
         for variable, problem, fix in problems:
             by_problem.setdefault((variable, problem, fix), []).append(host)
-    lines = []
-    for (variable, problem, fix), names in by_problem.items():
-        who = ", ".join(names)
-        lines.append(f"{who}: {variable} {problem}; fix: {fix}")
-    return lines
+    lines = [
+        f"{', '.join(names)}: {variable} {problem}; fix: {fix}"
+        for (variable, problem, fix), names in by_problem.items()
+    ]
+    problems, resolved = check(profile, overrides)
+    for variable, problem, fix in problems if not lines else ():
+        lines.append(f"{variable} {problem}; fix: {fix}")
+    return {"problems": lines, "profile": None if lines else resolved}
+
+
+def sglang_profile_problems(hosts, hostvars, role_path, default_profile, default_overrides):
+    """The problems of sglang_profile_resolution (deprecated: call that, which also resolves)."""
+    return sglang_profile_resolution(
+        hosts, hostvars, role_path, default_profile, default_overrides
+    )["problems"]
 
 
 class FilterModule:
@@ -172,6 +207,7 @@ class FilterModule:
             "sglang_python_command": sglang_python_command,
             "sglang_profile_resolve": sglang_profile_resolve,
             "sglang_profile_problems": sglang_profile_problems,
+            "sglang_profile_resolution": sglang_profile_resolution,
             "roce_functions": sparkfleet_roce_functions,
             "roce_addresses": sparkfleet_roce_addresses,
         }

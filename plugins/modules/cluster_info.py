@@ -25,8 +25,9 @@ description:
     absolute."
   - Every variable the inventory or extra vars give a host with one of the collection's
     prefixes (C(spark_), C(roce_), C(sglang_), C(model_weights_), C(watchdog_), C(canary_))
-    must be declared by a role of the collection (its C(meta/argument_specs.yml), any entry
-    point); a misspelt one is refused with the closest declared name, not silently ignored.
+    must be declared in the collection's register of variables (C(meta/variables.yml), from
+    which every role's C(meta/argument_specs.yml) is written); a misspelt one is refused
+    with the closest declared name, not silently ignored.
   - Each problem names the host, the variable and the fix. An API listening beyond
     loopback without C(sglang_api_key) is reported as a warning.
   - The rendezvous address (C(--dist-init-addr)) is derived from rank 0's C(roce_ipv4),

@@ -8,34 +8,18 @@ from __future__ import annotations
 
 import os
 
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _register
 from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_report import Report
-from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_vars import (
-    NOT_VARIABLES,
-    PREFIXES,
-)
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils._inventory_vars import PREFIXES
 from ansible_collections.sparkfleet.serving.plugins.plugin_utils._profile import nearest
 
 
-def declared_variables(specs):
-    """Variable name -> roles declaring it, from ``{role: argument_specs}`` (all entry points)."""
-    declared = {}
-    for role, entry_points in sorted(specs.items()):
-        for entry, spec in (entry_points or {}).items():
-            if (role, entry) in NOT_VARIABLES:
-                continue
-            for name in (spec or {}).get("options") or {}:
-                declared.setdefault(name, []).append(role)
-    return declared
-
-
-def read_declared_variables(roles_dir, load):
-    """declared_variables of every role under ``roles_dir``; ``load(path)`` parses YAML."""
-    specs = {}
-    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else ():
-        path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
-        if os.path.isfile(path):
-            specs[role] = (load(path) or {}).get("argument_specs") or {}
-    return declared_variables(specs)
+def read_declared_variables(root=_register.COLLECTION):
+    """Variable name -> the roles that read it, from the register (meta/variables.yml); {}
+    in a partial copy of the collection without it (nothing can be judged then)."""
+    if not os.path.isfile(os.path.join(root, _register.PATH)):
+        return {}
+    return _register.declared(root)
 
 
 def unknown_variables(names_by_host, declared):

@@ -13,43 +13,14 @@ from __future__ import annotations
 from ansible_collections.sparkfleet.serving.plugins.module_utils._profile_schema import (
     owned_flags as schema_owned_flags,
 )
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _register
 
 # The cluster variables the checks read, with how far each may differ between hosts:
 # "host" is set on every host and differs (identity), "node" may differ (a NIC name after a
-# swap), "cluster" must be equal everywhere. Their defaults and documentation live in one
-# place, the role sparkfleet.serving.cluster (tests/unit check that the two agree).
-CLUSTER_VARS = {
-    "spark_rank": "host",
-    "ansible_host": "host",
-    "roce_ipv4": "host",
-    "roce_hcas": "host",
-    "spark_mgmt_iface": "node",
-    "spark_mgmt_subnet": "cluster",
-    "roce_iface": "node",
-    "roce_hca": "node",
-    "roce_subnet": "cluster",
-    "roce_mtu": "cluster",
-    "roce_gid_mode": "cluster",
-    "roce_sysfs_root": "node",
-    "sglang_nccl_socket_ifname": "node",
-    "sglang_profile": "cluster",
-    "sglang_profile_overrides": "cluster",
-    "cluster_name": "cluster",
-    # Where the Hugging Face token may go besides huggingface.co (the mirrors the site trusts).
-    "sglang_hf_token_endpoints": "cluster",
-    # The cluster's control programs and description: every role that runs or writes
-    # one reads these names (the remote forced command, the canary, drills, upgrades).
-    "sglang_node_bin": "cluster",
-    "watchdog_cluster_bin": "cluster",
-    "watchdog_bin": "cluster",
-    "watchdog_config_file": "cluster",
-    "watchdog_lib_dir": "cluster",
-    "watchdog_state_dir": "cluster",
-    "cluster_production_bin": "cluster",
-    # A run's hold on the watchdog (the role's entry point hold): its length and its reason.
-    "watchdog_hold_s": "cluster",
-    "watchdog_hold_reason": "cluster",
-}
+# swap), "cluster" must be equal everywhere. Declared once, with their defaults and
+# documentation, in the register (meta/variables.yml: scope); the role
+# sparkfleet.serving.cluster owns most of them.
+CLUSTER_VARS = _register.cluster_vars()
 # The control paths among them (absolute paths, checked so).
 CONTROL_PATHS = (
     "sglang_node_bin",
@@ -114,9 +85,7 @@ def owned_env_key(key):
 URL_VARS = {
     "model_weights_hf_endpoint": "remove it to use the profile's hf_endpoint",
 }
-# The collection's variable prefixes. An inventory variable with one of them that no role
-# declares (meta/argument_specs.yml) is read by nothing: a typo (roce_mut), or the name of
+# The collection's variable prefixes. An inventory variable with one of them that the register
+# does not declare (meta/variables.yml) is read by nothing: a typo (roce_mut), or the name of
 # another version; it is refused, not silently ignored.
 PREFIXES = ("spark_", "roce_", "sglang_", "model_weights_", "watchdog_", "canary_")
-# Argument-spec entry points whose options are not variables.
-NOT_VARIABLES = {("sglang", "profile")}  # profile fields, set in sglang_profile_overrides

@@ -9,7 +9,7 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from shipped_presets import NAMES, resolve
 
-from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _profile
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _profile, _register
 
 ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "sglang")
 PRESETS = os.path.join(ROLE, "files", "presets")
@@ -26,10 +26,11 @@ FIELDS = SPECS["profile"]["options"]
 
 
 def test_the_documentation_lists_every_preset():
-    text = " ".join(SPEC["sglang_profile"]["description"])
+    profile = _register.load()["variables"]["sglang_profile"]
+    text = " ".join(profile["description"])
     for name in NAMES:
         assert f"C({name})" in text, name
-    assert SPEC["sglang_profile"]["default"] in NAMES
+    assert profile["default"] in NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -29,7 +29,8 @@ def test_every_role_has_a_current_readme():
 
 @pytest.fixture
 def copy(tmp_path):
-    """The roles' meta and READMEs in a scratch tree."""
+    """The register, the roles' meta and READMEs in a scratch tree."""
+    shutil.copytree(os.path.join(ROOT, "meta"), tmp_path / "meta")
     for role in role_docs.roles():
         src = os.path.join(ROOT, "roles", role)
         shutil.copytree(os.path.join(src, "meta"), tmp_path / "roles" / role / "meta")

@@ -1,8 +1,8 @@
-"""Every role's argument spec lists what it reads from the inventory and earlier stages.
+"""The register says which roles read each cluster variable and each stage's fact.
 
-A role that reads a cluster variable (role sparkfleet.serving.cluster) or a fact another
-stage publishes must document it in its own meta/argument_specs.yml (issue 13), unless the
-role sets it itself.
+A role that reads a cluster variable or a fact another stage publishes must be its owner
+or one of its ``read_by`` in meta/variables.yml (issue 13, issue 45): that is its converge
+stage's input list and its README's "Also reads". A role that only sets it is exempt.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import os
 import re
 
 import pytest
-import yaml
 
-from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _inventory_vars
+from ansible_collections.sparkfleet.serving.plugins.plugin_utils import _inventory_vars, _register
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 # Facts and variables one stage publishes for the next ones.
@@ -43,11 +42,7 @@ def _text(role):
 
 
 def _documented(role):
-    with open(
-        os.path.join(REPO, "roles", role, "meta", "argument_specs.yml"), encoding="utf-8"
-    ) as h:
-        specs = yaml.safe_load(h)["argument_specs"]
-    return {name for entry in specs.values() for name in (entry.get("options") or {})}
+    return {name for name, roles in _register.declared().items() if role in roles}
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -61,4 +56,4 @@ def test_role_documents_what_it_reads(role):
         set_here = re.search(rf"^\s+{var}:|register:\s+{var}\b", text, re.M)
         if var not in documented and not set_here:
             missing.append(var)
-    assert not missing, f"roles/{role}/meta/argument_specs.yml does not list {missing}"
+    assert not missing, f"meta/variables.yml does not say role {role} reads {missing}"

@@ -297,7 +297,7 @@ def _load(path):
         return yaml.safe_load(handle)
 
 
-DECLARED = _inventory_read.read_declared_variables(os.path.join(REPO, "roles"), _load)
+DECLARED = _inventory_read.read_declared_variables()
 
 
 @pytest.mark.parametrize(
@@ -345,12 +345,12 @@ def test_profile_fields_are_not_variables():
     assert "roce_mtu" in DECLARED and "model_weights_hf_endpoint" in DECLARED
 
 
-def test_declared_variables_reads_every_entry_point():
-    specs = {
-        "a": {"main": {"options": {"a_x": {}}}, "other": {"options": {"a_y": {}}}},
-        "sglang": {"profile": {"options": {"sglang_version": {}}}, "main": {"options": None}},
-    }
-    assert _inventory_read.declared_variables(specs) == {"a_x": ["a"], "a_y": ["a"]}
+def test_declared_variables_from_the_register(tmp_path):
+    # Every variable of the register, with the roles that read it (owner first); a partial
+    # copy of the collection without the register judges nothing.
+    assert DECLARED["roce_mtu"][0] == "cluster" and "roce" in DECLARED["roce_mtu"]
+    assert "sglang_engine" in DECLARED and DECLARED["sglang_engine"][0] == "sglang"
+    assert _inventory_read.read_declared_variables(str(tmp_path)) == {}
 
 
 def _inventory_names():
