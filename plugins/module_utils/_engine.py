@@ -377,48 +377,41 @@ def tool_problems(host, tools, probe):
     return problems
 
 
-def host_problems(
-    host, profile, probe, image_pull=False, check_paths=True, staged=(), offline=False, tools=()
-):
-    """Problems of one node for ``profile``, each naming host, what is missing and the fix.
-
-    ``staged``: host paths a later stage of the same run provides (the weights stage's
-    model directory and chat template); they are not required yet.
-
-    ``probe``: what the node reported (spark_node_info's ``host``): ``runtimes`` (docker
-    runtime names), ``cdi`` (CDI spec files naming nvidia.com/gpu), ``devices``
-    ({path: "present"|"missing"}) and ``paths`` ({path: "file"|"dir"|"other"|"missing"}),
-    ``image_id`` ("" when absent), ``image_error`` (docker could not say), ``mem_available``
-    (bytes) and ``mem_held`` (bytes the rank's running container uses now; freed by the
-    restart). ``tools``: the host tools the run's stages rely on (``tool_problems``).
-    """
-    if not isinstance(probe, dict):
-        raise ValueError(f"the node's reading is not a mapping: {probe!r}")
-    need = host_requirements(profile, offline)
-    problems = []
+def _gpu_problems(host, need, probe):
+    """The profile asks for GPUs but docker has neither the NVIDIA runtime nor its hook."""
     runtimes = probe.get("runtimes") or []
     hook = (probe.get("programs") or {}).get(GPU_HOOK) == "present"
-    if need["gpus"] and "nvidia" not in runtimes and not hook:
-        cdi = probe.get("cdi") or []
-        problems.append(
-            f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}, docker's --gpus) "
-            f"but docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and "
-            f"{GPU_HOOK} is not installed"
-            + (
-                f"; the CDI spec ({', '.join(cdi)}) serves --device nvidia.com/gpu=all, not --gpus"
-                if cdi
-                else ""
-            )
-            + "; fix: install nvidia-container-toolkit, run `nvidia-ctk runtime configure "
-            "--runtime=docker` and restart docker"
+    if not need["gpus"] or "nvidia" in runtimes or hook:
+        return []
+    cdi = probe.get("cdi") or []
+    return [
+        f"{host}: the profile asks for GPUs (container.gpus {need['gpus']}, docker's --gpus) "
+        f"but docker has no NVIDIA runtime (runtimes: {', '.join(runtimes) or 'none'}) and "
+        f"{GPU_HOOK} is not installed"
+        + (
+            f"; the CDI spec ({', '.join(cdi)}) serves --device nvidia.com/gpu=all, not --gpus"
+            if cdi
+            else ""
         )
-    for device in need["devices"]:
-        if (probe.get("devices") or {}).get(device) != "present":
-            problems.append(
-                f"{host}: {device} (container.devices) does not exist; fix: load the RDMA "
-                "drivers (mlx5_ib, ib_uverbs: DOCA-OFED / MLNX_OFED) so the HCA shows up, or "
-                "remove the device from sglang_profile_overrides.container.devices"
-            )
+        + "; fix: install nvidia-container-toolkit, run `nvidia-ctk runtime configure "
+        "--runtime=docker` and restart docker"
+    ]
+
+
+def _device_problems(host, need, probe):
+    """The container's devices that do not exist on the node."""
+    return [
+        f"{host}: {device} (container.devices) does not exist; fix: load the RDMA "
+        "drivers (mlx5_ib, ib_uverbs: DOCA-OFED / MLNX_OFED) so the HCA shows up, or "
+        "remove the device from sglang_profile_overrides.container.devices"
+        for device in need["devices"]
+        if (probe.get("devices") or {}).get(device) != "present"
+    ]
+
+
+def _verbs_problems(host, need, probe):
+    """The data-plane HCAs without a verbs device, when the engine uses RDMA."""
+    problems = []
     for hca, rec in sorted((probe.get("uverbs") or {}).items()) if need["verbs"] else []:
         if rec.get("error") or not rec.get("devices") or rec.get("missing"):
             state = (
@@ -432,17 +425,28 @@ def host_problems(
                 "(DOCA-OFED / MLNX_OFED), then "
                 "`ls /sys/class/infiniband/*/device/infiniband_verbs` lists it"
             )
+    return problems
+
+
+def _image_problems(host, profile, probe, image_pull):
+    """The engine's image could not be inspected, or is not on the node and is not pulled."""
     if probe.get("image_error"):
-        problems.append(
+        return [
             f"{host}: docker could not inspect image {profile.get('image')} (sglang_engine.image): "
             f"{probe['image_error']}; fix: make `docker image inspect` work on {host}, then re-run"
-        )
-    elif not probe.get("image_id") and not image_pull:
-        problems.append(
+        ]
+    if not probe.get("image_id") and not image_pull:
+        return [
             f"{host}: image {profile.get('image')} (sglang_engine.image) is not on this node; "
             f"fix: load it on {host} (`docker save` on a node that has it, `docker load -i` "
             "here), or set sglang_patches_pull: true if a registry serves it"
-        )
+        ]
+    return []
+
+
+def _path_problems(host, need, probe, staged, check_paths):
+    """The host paths the container mounts that are missing or of the wrong kind."""
+    problems = []
     staged = {str(path).rstrip("/") for path in staged or () if path}
     for item in need["paths"] if check_paths else []:
         if item["path"].rstrip("/") in staged:
@@ -464,6 +468,11 @@ def host_problems(
                     "stage fetch it (model_weights_enabled, model_repo and model_revision)",
                 )
             )
+    return problems
+
+
+def _memory_problems(host, profile, need, probe):
+    """The container's memory limit does not fit what the node has available."""
     short = memory_problem(
         host,
         need["memory"],
@@ -473,9 +482,36 @@ def host_problems(
         "stop what else uses the memory (a leaked engine: drop the page cache or reboot), "
         "or lower container.memory",
     )
-    if short:
-        problems.append(short)
-    return problems + tool_problems(host, tools, probe)
+    return [short] if short else []
+
+
+def host_problems(
+    host, profile, probe, image_pull=False, check_paths=True, staged=(), offline=False, tools=()
+):
+    """Problems of one node for ``profile``, each naming host, what is missing and the fix.
+
+    ``staged``: host paths a later stage of the same run provides (the weights stage's
+    model directory and chat template); they are not required yet.
+
+    ``probe``: what the node reported (spark_node_info's ``host``): ``runtimes`` (docker
+    runtime names), ``cdi`` (CDI spec files naming nvidia.com/gpu), ``devices``
+    ({path: "present"|"missing"}) and ``paths`` ({path: "file"|"dir"|"other"|"missing"}),
+    ``image_id`` ("" when absent), ``image_error`` (docker could not say), ``mem_available``
+    (bytes) and ``mem_held`` (bytes the rank's running container uses now; freed by the
+    restart). ``tools``: the host tools the run's stages rely on (``tool_problems``).
+    """
+    if not isinstance(probe, dict):
+        raise ValueError(f"the node's reading is not a mapping: {probe!r}")
+    need = host_requirements(profile, offline)
+    return (
+        _gpu_problems(host, need, probe)
+        + _device_problems(host, need, probe)
+        + _verbs_problems(host, need, probe)
+        + _image_problems(host, profile, probe, image_pull)
+        + _path_problems(host, need, probe, staged, check_paths)
+        + _memory_problems(host, profile, need, probe)
+        + tool_problems(host, tools, probe)
+    )
 
 
 def rank_config(profile, rank, paths, env, patches, roce, command):

@@ -150,6 +150,7 @@ import os
 import shutil
 import threading
 import time
+import types
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -220,7 +221,296 @@ class _Progress(threading.Thread):
         )
 
 
+def _staged_revision(module, final, repo, revision, full, result):
+    """The staged revision's manifest and failing files; exits when the whole revision verifies."""
+    staged = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
+    if staged is not None and manifest_matches(staged, repo, revision):
+        staged = None
+    bad = []
+    if staged is not None:
+        bad, verified, rehashed = check_revision(final, staged, full)
+        if not bad:
+            if rehashed and not module.check_mode:
+                write_json(os.path.join(final, VERIFIED), verified)
+            result["files"] = staged["files"]
+            module.exit_json(**result)
+    return staged, bad
+
+
+def _failer(module, repo, revision, part, repairing, result):
+    """The run's fail: a failed repair removes its staging directory and says what it left."""
+
+    def fail(msg, **extra):
+        if repairing and not module.check_mode:
+            shutil.rmtree(part, ignore_errors=True)
+            if "repairing" not in msg:
+                msg = (
+                    f"{msg}; while repairing {', '.join(result['repaired'])} of {repo}@{revision}: "
+                    "the corrupt copies were taken out of the engine's path and no staging "
+                    "directory was left; fix: the cause above, then run "
+                    "ansible-playbook sparkfleet.serving.verify -i <inventory> -e repair=true"
+                )
+        module.fail_json(msg=msg, **extra)
+
+    return fail
+
+
+def _client_environment(p):
+    """Set the client's settings in the environment (it reads them at import time)."""
+    os.environ["HF_ENDPOINT"] = p["endpoint"]
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    if p["disable_xet"]:
+        os.environ["HF_HUB_DISABLE_XET"] = "1"
+    else:
+        os.environ.pop("HF_HUB_DISABLE_XET", None)
+
+
+def _read_token(p, result, fail):
+    """The token the client sends: the token file's for a trusted endpoint, else False."""
+    # False, not None: the client would otherwise send a token it finds by itself (HF_TOKEN, a
+    # saved login) to whatever the endpoint is.
+    token = False
+    os.environ.pop("HF_TOKEN", None)
+    result["token_sent"] = bool(p["token_file"]) and hf_token_sent(
+        p["endpoint"], p["token_endpoints"]
+    )
+    if result["token_sent"]:
+        try:
+            with open(p["token_file"], encoding="utf-8") as handle:
+                token = handle.read().strip() or False
+        except OSError as exc:
+            fail(msg=f"{p['node']}: cannot read the token file {p['token_file']}: {exc}")
+    return token
+
+
+def _client(p, result, fail):
+    """The configured huggingface_hub client: its API, download, error types and token."""
+    # The client reads its settings at import time: set them first.
+    _client_environment(p)
+    token = _read_token(p, result, fail)
+    try:
+        from huggingface_hub import HfApi, hf_hub_download
+        from huggingface_hub.errors import (
+            HfHubHTTPError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
+    except ImportError as exc:
+        fail(
+            msg=f"{p['node']}: huggingface_hub is not importable by {os.sys.executable}: {exc}; "
+            "the model_weights role installs it in its virtualenv"
+        )
+    return types.SimpleNamespace(
+        HfApi=HfApi,
+        hf_hub_download=hf_hub_download,
+        HfHubHTTPError=HfHubHTTPError,
+        RepositoryNotFoundError=RepositoryNotFoundError,
+        RevisionNotFoundError=RevisionNotFoundError,
+        token=token,
+    )
+
+
+def _list_files(p, client, token_sent, fail):
+    """Resolve the revision on the mirror and list its files: (info, files, total bytes)."""
+    repo, revision, node, token = p["repo"], p["revision"], p["node"], client.token
+    withheld = (
+        " (sglang_hf_token is set but was not sent: this endpoint is not huggingface.co and "
+        "not listed in sglang_hf_token_endpoints)"
+        if p["token_file"] and not token_sent
+        else ""
+    )
+    api = client.HfApi(endpoint=p["endpoint"], token=token)
+    where = f"{repo} at revision {revision} on {p['endpoint']}"
+    try:
+        info = api.model_info(repo, revision=revision, token=token)
+        listing = api.list_repo_tree(repo, revision=revision, recursive=True, token=token)
+        tree = [
+            {
+                "type": "file",
+                "path": f.path,
+                "size": f.size,
+                "oid": f.blob_id,
+                "lfs": {"oid": f.lfs.sha256, "size": f.lfs.size} if f.lfs else None,
+            }
+            for f in listing
+            if getattr(f, "blob_id", None) is not None
+        ]
+    except client.RevisionNotFoundError as exc:
+        fail(
+            msg=f"{node}: the mirror has no revision {revision} of {repo} ({p['endpoint']}): {exc}"
+        )
+    except client.RepositoryNotFoundError as exc:
+        fail(
+            msg=f"{node}: the mirror has no repository {repo} at revision {revision} "
+            f"({p['endpoint']}), "
+            f"or it needs a token{withheld}: {exc}"
+        )
+    except client.HfHubHTTPError as exc:
+        fail(msg=f"{node}: listing {where} failed: {exc}")
+    except OSError as exc:
+        fail(msg=f"{node}: cannot reach the mirror {p['endpoint']} for {where}: {exc}")
+    if info.sha != revision:
+        fail(msg=f"{node}: the mirror resolves {revision} of {repo} to {info.sha}")
+    files = tree_entries(tree)
+    if not files:
+        fail(msg=f"{node}: {where} lists no files")
+    total = sum(f["size"] for f in files)
+    return info, files, total
+
+
+def _repair_todo(final, part, staged, files):
+    """A fresh staging directory for a repair; the files it lacks and no verified records."""
+    shutil.rmtree(part, ignore_errors=True)
+    os.makedirs(part)
+    lacking = {e["path"] for e in missing_entries(final, staged)}
+    todo = [f for f in files if f["path"] in lacking]
+    return todo, {}
+
+
+def _resume_todo(final, part, files, full):
+    """The staging directory, resumed: the files still to download and the verified records."""
+    if os.path.isdir(final) and not os.path.isdir(part):
+        # A directory without a usable manifest: back to staging as a whole.
+        os.rename(final, part)
+    os.makedirs(part, exist_ok=True)
+    verified = load_json(os.path.join(part, VERIFIED)) or {}
+    todo = []
+    for entry in files:
+        path = os.path.join(part, entry["path"])
+        present = os.path.isfile(path)
+        if present and not full and same_stat(stat_record(path), verified.get(entry["path"])):
+            entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
+            continue
+        if present:
+            good, _exp, _got = verify_file(path, entry)
+            if good:
+                verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+                continue
+            os.unlink(path)
+        todo.append(entry)
+    write_json(os.path.join(part, VERIFIED), verified)
+    return todo, verified
+
+
+def _staging(final, part, staged, files, full):
+    """Prepare the staging directory: the files still to download and the verified records."""
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    if staged is not None:
+        return _repair_todo(final, part, staged, files)
+    return _resume_todo(final, part, files, full)
+
+
+def _check_disk(p, part, todo, fail):
+    """Fail when the store has no room for what is still to download; the bytes needed."""
+    needed = sum(f["size"] for f in todo)
+    stat = os.statvfs(part)
+    error = disk_error(
+        p["node"], p["store"], needed, stat.f_bavail * stat.f_frsize, p["headroom_bytes"]
+    )
+    if error:
+        fail(msg=error, needed_bytes=needed, free_bytes=stat.f_bavail * stat.f_frsize)
+    return needed
+
+
+def _fetch_file(p, part, entry, client, repairing, fail):
+    """Download one file into the staging directory and verify it; its path."""
+    repo, revision, node = p["repo"], p["revision"], p["node"]
+    try:
+        client.hf_hub_download(
+            repo, entry["path"], revision=revision, local_dir=part, token=client.token
+        )
+    except client.HfHubHTTPError as exc:
+        hint = xet_hint(exc, p["disable_xet"])
+        fail(
+            msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
+            f"from {p['endpoint']} "
+            f"failed: {exc}" + (f"; {hint}" if hint else "")
+        )
+    except Exception as exc:  # the client wraps transport errors in many types
+        hint = xet_hint(exc, p["disable_xet"])
+        fail(
+            msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
+            f"from {p['endpoint']} "
+            f"failed: {type(exc).__name__}: {exc}" + (f"; {hint}" if hint else "")
+        )
+    path = os.path.join(part, entry["path"])
+    good, expected, got = verify_file(path, entry)
+    if not good:
+        if os.path.exists(path):
+            os.unlink(path)
+        if repairing:
+            fail(
+                msg=repair_message(
+                    node,
+                    repo,
+                    revision,
+                    entry["path"],
+                    f"the mirror sent other bytes (expected {expected}, got {got})",
+                    f"the mirror {p['endpoint']}",
+                )
+            )
+        fail(msg=mismatch_message(node, repo, entry["path"], expected, got))
+    return path
+
+
+def _download(p, part, todo, verified, total, client, repairing, result, fail):
+    """Download the files still to fetch, recording each verified one and the progress."""
+    needed = _check_disk(p, part, todo, fail)
+    progress = _Progress(p["progress_file"], part, total, total - needed)
+    progress.write(total - needed, 0.0)
+    progress.start()
+    try:
+        for entry in todo:
+            path = _fetch_file(p, part, entry, client, repairing, fail)
+            verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+            write_json(os.path.join(part, VERIFIED), verified)
+            result["downloaded"].append(entry["path"])
+            result["downloaded_bytes"] += entry["size"]
+    finally:
+        progress.stop.set()
+    progress.write(total, 0.0)
+
+
+def _finish_repair(module, p, final, part, staged, result, fail):
+    """Move the verified replacements into the staged revision and report the repair."""
+    try:
+        complete(final, part, staged)
+    except RepairError as exc:
+        fail(
+            msg=repair_message(
+                p["node"],
+                p["repo"],
+                p["revision"],
+                exc.path,
+                f"expected {exc.expected}, got {exc.got}",
+                f"the mirror {p['endpoint']}",
+            )
+        )
+    result.update(changed=True, files=staged["files"])
+    module.exit_json(**result)
+
+
+def _seal(module, p, final, part, info, files, result):
+    """Write the manifest, move the staging directory into place and report the revision."""
+    # The client's own bookkeeping inside the staging directory is ours to remove.
+    shutil.rmtree(os.path.join(part, ".cache"), ignore_errors=True)
+    manifest = {
+        "repo": p["repo"],
+        "revision": p["revision"],
+        "commit": info.sha,
+        "endpoint": p["endpoint"],
+        "files": [{k: f[k] for k in ("path", "size", "sha256", "etag")} for f in files],
+    }
+    write_json(os.path.join(part, MANIFEST), manifest)
+    os.rename(part, final)
+    result.update(changed=True, files=manifest["files"])
+    module.exit_json(**result)
+
+
 def main():
+    """Stage the pinned revision, or repair the staged copy, and report what was fetched."""
     module = AnsibleModule(
         argument_spec={
             "repo": {"type": "str", "required": True},
@@ -253,17 +543,7 @@ def main():
     }
 
     full = p["verify"] == "full"
-    staged = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
-    if staged is not None and manifest_matches(staged, repo, revision):
-        staged = None
-    bad = []
-    if staged is not None:
-        bad, verified, rehashed = check_revision(final, staged, full)
-        if not bad:
-            if rehashed and not module.check_mode:
-                write_json(os.path.join(final, VERIFIED), verified)
-            result["files"] = staged["files"]
-            module.exit_json(**result)
+    staged, bad = _staged_revision(module, final, repo, revision, full, result)
     # A repair: the revision directory keeps the files that verify and stays where the engine
     # loads it; what fails leaves it now, the replacements come through a fresh staging
     # directory that is removed whatever happens.
@@ -271,97 +551,10 @@ def main():
     result["repaired"] = [b["path"] for b in bad]
     if repairing and not module.check_mode:
         isolate(final, staged, [b["path"] for b in bad])
+    fail = _failer(module, repo, revision, part, repairing, result)
 
-    def fail(msg, **extra):
-        if repairing and not module.check_mode:
-            shutil.rmtree(part, ignore_errors=True)
-            if "repairing" not in msg:
-                msg = (
-                    f"{msg}; while repairing {', '.join(result['repaired'])} of {repo}@{revision}: "
-                    "the corrupt copies were taken out of the engine's path and no staging "
-                    "directory was left; fix: the cause above, then run "
-                    "ansible-playbook sparkfleet.serving.verify -i <inventory> -e repair=true"
-                )
-        module.fail_json(msg=msg, **extra)
-
-    # The client reads its settings at import time: set them first.
-    os.environ["HF_ENDPOINT"] = p["endpoint"]
-    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    os.environ.pop("HF_HUB_OFFLINE", None)
-    if p["disable_xet"]:
-        os.environ["HF_HUB_DISABLE_XET"] = "1"
-    else:
-        os.environ.pop("HF_HUB_DISABLE_XET", None)
-    # False, not None: the client would otherwise send a token it finds by itself (HF_TOKEN, a
-    # saved login) to whatever the endpoint is.
-    token = False
-    os.environ.pop("HF_TOKEN", None)
-    result["token_sent"] = bool(p["token_file"]) and hf_token_sent(
-        p["endpoint"], p["token_endpoints"]
-    )
-    if result["token_sent"]:
-        try:
-            with open(p["token_file"], encoding="utf-8") as handle:
-                token = handle.read().strip() or False
-        except OSError as exc:
-            fail(msg=f"{node}: cannot read the token file {p['token_file']}: {exc}")
-    try:
-        from huggingface_hub import HfApi, hf_hub_download
-        from huggingface_hub.errors import (
-            HfHubHTTPError,
-            RepositoryNotFoundError,
-            RevisionNotFoundError,
-        )
-    except ImportError as exc:
-        fail(
-            msg=f"{node}: huggingface_hub is not importable by {os.sys.executable}: {exc}; "
-            "the model_weights role installs it in its virtualenv"
-        )
-
-    withheld = (
-        " (sglang_hf_token is set but was not sent: this endpoint is not huggingface.co and "
-        "not listed in sglang_hf_token_endpoints)"
-        if p["token_file"] and not result["token_sent"]
-        else ""
-    )
-    api = HfApi(endpoint=p["endpoint"], token=token)
-    where = f"{repo} at revision {revision} on {p['endpoint']}"
-    try:
-        info = api.model_info(repo, revision=revision, token=token)
-        listing = api.list_repo_tree(repo, revision=revision, recursive=True, token=token)
-        tree = [
-            {
-                "type": "file",
-                "path": f.path,
-                "size": f.size,
-                "oid": f.blob_id,
-                "lfs": {"oid": f.lfs.sha256, "size": f.lfs.size} if f.lfs else None,
-            }
-            for f in listing
-            if getattr(f, "blob_id", None) is not None
-        ]
-    except RevisionNotFoundError as exc:
-        fail(
-            msg=f"{node}: the mirror has no revision {revision} of {repo} ({p['endpoint']}): {exc}"
-        )
-    except RepositoryNotFoundError as exc:
-        fail(
-            msg=f"{node}: the mirror has no repository {repo} at revision {revision} "
-            f"({p['endpoint']}), "
-            f"or it needs a token{withheld}: {exc}"
-        )
-    except HfHubHTTPError as exc:
-        fail(msg=f"{node}: listing {where} failed: {exc}")
-    except OSError as exc:
-        fail(msg=f"{node}: cannot reach the mirror {p['endpoint']} for {where}: {exc}")
-    if info.sha != revision:
-        fail(msg=f"{node}: the mirror resolves {revision} of {repo} to {info.sha}")
-    files = tree_entries(tree)
-    if not files:
-        fail(msg=f"{node}: {where} lists no files")
-    total = sum(f["size"] for f in files)
-
+    client = _client(p, result, fail)
+    info, files, total = _list_files(p, client, result["token_sent"], fail)
     if repairing:
         # The revision's own manifest (sha256 of every file) is what a replacement must match.
         files = [dict(f) for f in staged["files"]]
@@ -370,117 +563,11 @@ def main():
         result.update(changed=True, files=files, downloaded_bytes=sum(wanted))
         module.exit_json(**result)
 
-    os.makedirs(os.path.dirname(final), exist_ok=True)
+    todo, verified = _staging(final, part, staged, files, full)
+    _download(p, part, todo, verified, total, client, repairing, result, fail)
     if repairing:
-        shutil.rmtree(part, ignore_errors=True)
-        os.makedirs(part)
-        lacking = {e["path"] for e in missing_entries(final, staged)}
-        todo = [f for f in files if f["path"] in lacking]
-        verified = {}
-    else:
-        if os.path.isdir(final) and not os.path.isdir(part):
-            # A directory without a usable manifest: back to staging as a whole.
-            os.rename(final, part)
-        os.makedirs(part, exist_ok=True)
-        verified = load_json(os.path.join(part, VERIFIED)) or {}
-        todo = []
-        for entry in files:
-            path = os.path.join(part, entry["path"])
-            present = os.path.isfile(path)
-            if present and not full and same_stat(stat_record(path), verified.get(entry["path"])):
-                entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
-                continue
-            if present:
-                good, _exp, _got = verify_file(path, entry)
-                if good:
-                    verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
-                    continue
-                os.unlink(path)
-            todo.append(entry)
-        write_json(os.path.join(part, VERIFIED), verified)
-
-    needed = sum(f["size"] for f in todo)
-    stat = os.statvfs(part)
-    error = disk_error(node, p["store"], needed, stat.f_bavail * stat.f_frsize, p["headroom_bytes"])
-    if error:
-        fail(msg=error, needed_bytes=needed, free_bytes=stat.f_bavail * stat.f_frsize)
-
-    progress = _Progress(p["progress_file"], part, total, total - needed)
-    progress.write(total - needed, 0.0)
-    progress.start()
-    try:
-        for entry in todo:
-            try:
-                hf_hub_download(repo, entry["path"], revision=revision, local_dir=part, token=token)
-            except HfHubHTTPError as exc:
-                hint = xet_hint(exc, p["disable_xet"])
-                fail(
-                    msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
-                    f"from {p['endpoint']} "
-                    f"failed: {exc}" + (f"; {hint}" if hint else "")
-                )
-            except Exception as exc:  # the client wraps transport errors in many types
-                hint = xet_hint(exc, p["disable_xet"])
-                fail(
-                    msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
-                    f"from {p['endpoint']} "
-                    f"failed: {type(exc).__name__}: {exc}" + (f"; {hint}" if hint else "")
-                )
-            path = os.path.join(part, entry["path"])
-            good, expected, got = verify_file(path, entry)
-            if not good:
-                if os.path.exists(path):
-                    os.unlink(path)
-                if repairing:
-                    fail(
-                        msg=repair_message(
-                            node,
-                            repo,
-                            revision,
-                            entry["path"],
-                            f"the mirror sent other bytes (expected {expected}, got {got})",
-                            f"the mirror {p['endpoint']}",
-                        )
-                    )
-                fail(msg=mismatch_message(node, repo, entry["path"], expected, got))
-            verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
-            write_json(os.path.join(part, VERIFIED), verified)
-            result["downloaded"].append(entry["path"])
-            result["downloaded_bytes"] += entry["size"]
-    finally:
-        progress.stop.set()
-    progress.write(total, 0.0)
-
-    if repairing:
-        try:
-            complete(final, part, staged)
-        except RepairError as exc:
-            fail(
-                msg=repair_message(
-                    node,
-                    repo,
-                    revision,
-                    exc.path,
-                    f"expected {exc.expected}, got {exc.got}",
-                    f"the mirror {p['endpoint']}",
-                )
-            )
-        result.update(changed=True, files=staged["files"])
-        module.exit_json(**result)
-
-    # The client's own bookkeeping inside the staging directory is ours to remove.
-    shutil.rmtree(os.path.join(part, ".cache"), ignore_errors=True)
-    manifest = {
-        "repo": repo,
-        "revision": revision,
-        "commit": info.sha,
-        "endpoint": p["endpoint"],
-        "files": [{k: f[k] for k in ("path", "size", "sha256", "etag")} for f in files],
-    }
-    write_json(os.path.join(part, MANIFEST), manifest)
-    os.rename(part, final)
-    result.update(changed=True, files=manifest["files"])
-    module.exit_json(**result)
+        _finish_repair(module, p, final, part, staged, result, fail)
+    _seal(module, p, final, part, info, files, result)
 
 
 if __name__ == "__main__":

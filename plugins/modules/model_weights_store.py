@@ -160,52 +160,23 @@ from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "store": {"type": "path", "required": True},
-            "repo": {"type": "str", "required": True},
-            "commit": {"type": "str", "required": True},
-            "step": {
-                "type": "str",
-                "choices": ["info", "isolate", "receiving", "present"],
-                "default": "info",
-            },
-            "manifest": {"type": "dict"},
-            "paths": {"type": "list", "elements": "str", "default": []},
-            "hf_hub": {"type": "path"},
-            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
-            "node": {"type": "str", "default": "this node"},
-            "receiver": {"type": "str"},
-        },
-        required_if=[("step", "receiving", ["manifest"]), ("step", "present", ["manifest"])],
-        supports_check_mode=True,
-    )
-    p = module.params
-    repo, commit, node, full = p["repo"], p["commit"], p["node"], p["verify"] == "full"
-    error = pin_error(f"commit of {repo}", commit)
-    if error:
-        module.fail_json(msg=f"{node}: {error}")
-    receiver = None
-    if p["receiver"] and p["receiver"] != "root":
-        try:
-            entry = pwd.getpwnam(p["receiver"])
-        except KeyError:
-            module.fail_json(
-                msg=f"{node}: the fan-out user {p['receiver']} does not exist "
-                "(model_weights_ssh_user)"
-            )
-        receiver = (entry.pw_uid, entry.pw_gid)
-
-    final = revision_dir(p["store"], repo, commit)
-    part = partial_dir(p["store"], repo, commit)
-    given = p["manifest"]
-    if given is not None and manifest_matches(given, repo, commit):
+def _receiver(module, p):
+    """The fan-out user's (uid, gid) that writes the staging directory, or None (root, unset)."""
+    if not p["receiver"] or p["receiver"] == "root":
+        return None
+    try:
+        entry = pwd.getpwnam(p["receiver"])
+    except KeyError:
         module.fail_json(
-            msg=f"{node}: the manifest given is not for {repo}@{commit}: "
-            f"{manifest_matches(given, repo, commit)}"
+            msg=f"{p['node']}: the fan-out user {p['receiver']} does not exist "
+            "(model_weights_ssh_user)"
         )
+    return (entry.pw_uid, entry.pw_gid)
 
+
+def _inspect(module, p, final, part, given):
+    """The revision's state in the store: (result, local manifest, status, failing files)."""
+    repo, commit, full = p["repo"], p["commit"], p["verify"] == "full"
     local = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
     if local is not None and manifest_matches(local, repo, commit):
         local = None
@@ -229,82 +200,91 @@ def main():
         if rehashed and not module.check_mode:
             write_json(os.path.join(final, VERIFIED), verified)  # a cache, not a change
         module.exit_json(**result)
+    return result, local, status, bad
 
-    if p["step"] == "info":
+
+def _isolate_step(module, p, final, local, result):
+    """Step isolate: take the given files out of the revision's path."""
+    if local is None:
+        module.exit_json(removed=[], **result)
+    removed, kept = isolate(final, local, p["paths"], p["hf_hub"], module.check_mode)
+    result.update(changed=bool(removed), removed=removed, kept=kept)
+    module.exit_json(**result)
+
+
+def _receive_repair(module, final, part, local, bad, receiver, result):
+    """Step receiving for a repair: the failing files leave, the peer sends only those."""
+    # A repair: the revision stays where the engine loads it, without the files
+    # that fail (gone from its path); the peer sends only those, into an empty
+    # staging directory (an old one is not trusted: its stat records may hide a
+    # file changed in place).
+    removed, _kept = isolate(final, local, [b["path"] for b in bad])
+    shutil.rmtree(part, ignore_errors=True)
+    os.makedirs(part)
+    link_present(final, part, local)
+    if receiver:
+        hand_over(part, *receiver, files=False)
+    result.update(removed=removed, send=[e["path"] for e in missing_entries(final, local)])
+    module.exit_json(**result)
+
+
+def _receiving_step(module, final, part, local, bad, given, receiver, result):
+    """Step receiving: ready the staging directory the peer sends the revision into."""
+    result["changed"] = True
+    if module.check_mode:
         module.exit_json(**result)
-
-    if p["step"] == "isolate":
-        if local is None:
-            module.exit_json(removed=[], **result)
-        removed, kept = isolate(final, local, p["paths"], p["hf_hub"], module.check_mode)
-        result.update(changed=bool(removed), removed=removed, kept=kept)
-        module.exit_json(**result)
-
-    if p["step"] == "receiving":
-        result["changed"] = True
-        if module.check_mode:
-            module.exit_json(**result)
-        os.makedirs(os.path.dirname(part), exist_ok=True)
-        if local is not None:
-            # A repair: the revision stays where the engine loads it, without the files
-            # that fail (gone from its path); the peer sends only those, into an empty
-            # staging directory (an old one is not trusted: its stat records may hide a
-            # file changed in place).
-            removed, _kept = isolate(final, local, [b["path"] for b in bad])
-            shutil.rmtree(part, ignore_errors=True)
-            os.makedirs(part)
-            link_present(final, part, local)
-            if receiver:
-                hand_over(part, *receiver, files=False)
-            result.update(removed=removed, send=[e["path"] for e in missing_entries(final, local)])
-            module.exit_json(**result)
-        if os.path.isdir(final) and not os.path.isdir(part):
-            os.rename(final, part)  # no usable manifest: staged again as a whole
-        os.makedirs(part, exist_ok=True)
-        pbad, pverified = check_revision(part, given, False)[:2]
-        for entry in pbad:
-            path = os.path.join(part, entry["path"])
-            if os.path.isfile(path):
-                os.unlink(path)
-        write_json(os.path.join(part, VERIFIED), pverified)
-        if receiver:
-            hand_over(part, *receiver, files=False)
-        result["removed"] = [b["path"] for b in pbad if b["got"] != "missing"]
-        module.exit_json(**result)
-
-    # step == present: everything the peer sent must verify before it is moved in place,
-    # owned by the store's owner again first (a fan-out user wrote it).
-    if receiver and os.path.isdir(part) and not module.check_mode:
-        owner = os.stat(p["store"])
-        hand_over(part, owner.st_uid, owner.st_gid)
+    os.makedirs(os.path.dirname(part), exist_ok=True)
     if local is not None:
-        if status == "present" and not os.path.isdir(part):
-            module.exit_json(placed=[], **result)
-        result["changed"] = True
-        if module.check_mode:
-            module.exit_json(placed=[], **result)
-        try:
-            placed = complete(final, part, local)
-        except RepairError as exc:
-            module.fail_json(
-                msg=repair_message(
-                    node,
-                    repo,
-                    commit,
-                    exc.path,
-                    f"expected {exc.expected}, got {exc.got}",
-                    "the head's copy",
-                ),
-                **result,
-            )
-        result.update(status="present", bad=[], placed=placed, files=file_states(local, []))
-        module.exit_json(**result)
+        _receive_repair(module, final, part, local, bad, receiver, result)
+    if os.path.isdir(final) and not os.path.isdir(part):
+        os.rename(final, part)  # no usable manifest: staged again as a whole
+    os.makedirs(part, exist_ok=True)
+    pbad, pverified = check_revision(part, given, False)[:2]
+    for entry in pbad:
+        path = os.path.join(part, entry["path"])
+        if os.path.isfile(path):
+            os.unlink(path)
+    write_json(os.path.join(part, VERIFIED), pverified)
+    if receiver:
+        hand_over(part, *receiver, files=False)
+    result["removed"] = [b["path"] for b in pbad if b["got"] != "missing"]
+    module.exit_json(**result)
+
+
+def _place_repair(module, p, final, part, local, status, result):
+    """Step present for a repair: move the verified replacements into the revision."""
+    if status == "present" and not os.path.isdir(part):
+        module.exit_json(placed=[], **result)
+    result["changed"] = True
+    if module.check_mode:
+        module.exit_json(placed=[], **result)
+    try:
+        placed = complete(final, part, local)
+    except RepairError as exc:
+        module.fail_json(
+            msg=repair_message(
+                p["node"],
+                p["repo"],
+                p["commit"],
+                exc.path,
+                f"expected {exc.expected}, got {exc.got}",
+                "the head's copy",
+            ),
+            **result,
+        )
+    result.update(status="present", bad=[], placed=placed, files=file_states(local, []))
+    module.exit_json(**result)
+
+
+def _seal_received(module, p, final, part, given, result):
+    """Step present for a new revision: verify what the peer sent, then seal it in place."""
+    node, repo, commit = p["node"], p["repo"], p["commit"]
     result["changed"] = True
     if module.check_mode:
         module.exit_json(**result)
     if not os.path.isdir(part):
         module.fail_json(msg=f"{node}: nothing received for {repo}@{commit} in {part}", **result)
-    pbad, pverified = check_revision(part, given, full)[:2]
+    pbad, pverified = check_revision(part, given, p["verify"] == "full")[:2]
     if pbad:
         for entry in pbad:
             path = os.path.join(part, entry["path"])
@@ -332,6 +312,62 @@ def main():
     os.rename(part, final)
     result.update(status="present", manifest=given, files=file_states(given, []))
     module.exit_json(**result)
+
+
+def main():
+    """Report, isolate, receive or seal one revision in the store (the step asked for)."""
+    module = AnsibleModule(
+        argument_spec={
+            "store": {"type": "path", "required": True},
+            "repo": {"type": "str", "required": True},
+            "commit": {"type": "str", "required": True},
+            "step": {
+                "type": "str",
+                "choices": ["info", "isolate", "receiving", "present"],
+                "default": "info",
+            },
+            "manifest": {"type": "dict"},
+            "paths": {"type": "list", "elements": "str", "default": []},
+            "hf_hub": {"type": "path"},
+            "verify": {"type": "str", "choices": ["quick", "full"], "default": "quick"},
+            "node": {"type": "str", "default": "this node"},
+            "receiver": {"type": "str"},
+        },
+        required_if=[("step", "receiving", ["manifest"]), ("step", "present", ["manifest"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    repo, commit, node = p["repo"], p["commit"], p["node"]
+    error = pin_error(f"commit of {repo}", commit)
+    if error:
+        module.fail_json(msg=f"{node}: {error}")
+    receiver = _receiver(module, p)
+
+    final = revision_dir(p["store"], repo, commit)
+    part = partial_dir(p["store"], repo, commit)
+    given = p["manifest"]
+    if given is not None and manifest_matches(given, repo, commit):
+        module.fail_json(
+            msg=f"{node}: the manifest given is not for {repo}@{commit}: "
+            f"{manifest_matches(given, repo, commit)}"
+        )
+
+    result, local, status, bad = _inspect(module, p, final, part, given)
+    if p["step"] == "info":
+        module.exit_json(**result)
+    if p["step"] == "isolate":
+        _isolate_step(module, p, final, local, result)
+    if p["step"] == "receiving":
+        _receiving_step(module, final, part, local, bad, given, receiver, result)
+
+    # step == present: everything the peer sent must verify before it is moved in place,
+    # owned by the store's owner again first (a fan-out user wrote it).
+    if receiver and os.path.isdir(part) and not module.check_mode:
+        owner = os.stat(p["store"])
+        hand_over(part, owner.st_uid, owner.st_gid)
+    if local is not None:
+        _place_repair(module, p, final, part, local, status, result)
+    _seal_received(module, p, final, part, given, result)
 
 
 if __name__ == "__main__":

@@ -544,7 +544,74 @@ def _netplan(module, spec):
     return dict(port_profiles(spec["ifaces"], spec["dir"], files, netplan), networkmanager=running)
 
 
+def _check_options(module, p):
+    """Fail on the options the argument spec cannot refuse; the size of the pings' payload."""
+    size = p["ping_size"] or p["mtu"] - PING_OVERHEAD
+    if size <= 0:
+        module.fail_json(
+            msg=f"ping size {size} is not positive: give mtu > {PING_OVERHEAD} or ping_size"
+        )
+    if any(not isinstance(g, dict) or not g.get("address") for g in p["gids"]):
+        module.fail_json(msg="each gids entry needs address (and hca, roce_version, sysfs_root)")
+    if p["weights"] and not p["weights_store"]:
+        module.fail_json(msg="weights needs weights_store")
+    if any(
+        not isinstance(w, dict)
+        or not isinstance(w.get("repo"), str)
+        or not isinstance(w.get("commit"), str)
+        for w in p["weights"]
+    ):
+        module.fail_json(msg="each weights entry needs repo and commit (strings)")
+    return size
+
+
+def _read_files(p):
+    """What the files say: managed paths, JSON records, free space, stamps and weights."""
+    return dict(
+        paths={path: path_record(path) for path in p["paths"]},
+        json_files={path: json_record(path) for path in p["json_files"]},
+        disk_free={path: disk_record(path) for path in p["disk_free"]},
+        stamps=_stamps(p["stamps"]),
+        weights={
+            f"{w['repo']}@{w['commit']}": weights_record(p["weights_store"], w["repo"], w["commit"])
+            for w in p["weights"]
+        },
+    )
+
+
+def _collect(module, p, size):
+    """Read every item asked for, the commands side by side with the files; the result."""
+    start = time.monotonic()
+    # The commands (ip, docker, the pings) wait on other processes: they run side by side
+    # while this one reads the files.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+        nics = pool.submit(_nics, module, p["nics"], p["data_subnets"])
+        images = pool.submit(_docker, module, "image", p["images"])
+        containers = pool.submit(_docker, module, "container", p["containers"])
+        peers = pool.submit(_pings, module, p["peers"], size, p["ping_timeout"], p["ping_count"])
+        host = pool.submit(_host, module, p["host"]) if p["host"] else None
+        netplan = pool.submit(_netplan, module, p["netplan"]) if p["netplan"] else None
+        result = dict(changed=False, **_read_files(p))
+        result.update(
+            nics=nics.result(),
+            images=images.result(),
+            containers=containers.result(),
+            peers=peers.result(),
+        )
+        if host is not None:
+            result["host"] = host.result()
+        if netplan is not None:
+            result["netplan"] = netplan.result()
+    result["gids"] = [
+        gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"] or None)
+        for g in p["gids"]
+    ]
+    result["elapsed_s"] = round(time.monotonic() - start, 3)
+    return result
+
+
 def main():
+    """Read everything asked for on this node, in one call."""
     module = AnsibleModule(
         argument_spec=dict(
             nics=dict(type="list", elements="str", default=[]),
@@ -604,61 +671,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    size = p["ping_size"] or p["mtu"] - PING_OVERHEAD
-    if size <= 0:
-        module.fail_json(
-            msg=f"ping size {size} is not positive: give mtu > {PING_OVERHEAD} or ping_size"
-        )
-    if any(not isinstance(g, dict) or not g.get("address") for g in p["gids"]):
-        module.fail_json(msg="each gids entry needs address (and hca, roce_version, sysfs_root)")
-    if p["weights"] and not p["weights_store"]:
-        module.fail_json(msg="weights needs weights_store")
-    if any(
-        not isinstance(w, dict)
-        or not isinstance(w.get("repo"), str)
-        or not isinstance(w.get("commit"), str)
-        for w in p["weights"]
-    ):
-        module.fail_json(msg="each weights entry needs repo and commit (strings)")
-    start = time.monotonic()
-    # The commands (ip, docker, the pings) wait on other processes: they run side by side
-    # while this one reads the files.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
-        nics = pool.submit(_nics, module, p["nics"], p["data_subnets"])
-        images = pool.submit(_docker, module, "image", p["images"])
-        containers = pool.submit(_docker, module, "container", p["containers"])
-        peers = pool.submit(_pings, module, p["peers"], size, p["ping_timeout"], p["ping_count"])
-        host = pool.submit(_host, module, p["host"]) if p["host"] else None
-        netplan = pool.submit(_netplan, module, p["netplan"]) if p["netplan"] else None
-        result = dict(
-            changed=False,
-            paths={path: path_record(path) for path in p["paths"]},
-            json_files={path: json_record(path) for path in p["json_files"]},
-            disk_free={path: disk_record(path) for path in p["disk_free"]},
-            stamps=_stamps(p["stamps"]),
-            weights={
-                f"{w['repo']}@{w['commit']}": weights_record(
-                    p["weights_store"], w["repo"], w["commit"]
-                )
-                for w in p["weights"]
-            },
-        )
-        result.update(
-            nics=nics.result(),
-            images=images.result(),
-            containers=containers.result(),
-            peers=peers.result(),
-        )
-        if host is not None:
-            result["host"] = host.result()
-        if netplan is not None:
-            result["netplan"] = netplan.result()
-    result["gids"] = [
-        gid_record(g["sysfs_root"], g["address"], g["roce_version"], g["hca"] or None)
-        for g in p["gids"]
-    ]
-    result["elapsed_s"] = round(time.monotonic() - start, 3)
-    module.exit_json(**result)
+    size = _check_options(module, p)
+    module.exit_json(**_collect(module, p, size))
 
 
 if __name__ == "__main__":
