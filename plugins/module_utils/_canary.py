@@ -33,12 +33,15 @@ class CandidateProbe:
         boot_request_timeout=5,
     ):
         self.runner = runner
-        self.boot_timeout = boot_timeout
-        self.poll_interval = poll_interval
+        # The boot's clocks and exit test, set on the runner for its health poll.
+        self.boot_settings = {
+            "timeout": boot_timeout,
+            "poll_interval": poll_interval,
+            "alive": alive,
+            "poll_request_timeout": boot_request_timeout,
+        }
         self.decode_runs = decode_runs
         self.stability_requests = stability_requests
-        self.alive = alive
-        self.boot_request_timeout = boot_request_timeout
         self.completions = 0
         self.died = None
         self.events = []
@@ -75,13 +78,8 @@ class CandidateProbe:
         ``boot_request_timeout`` every ``poll_interval`` for up to ``boot_timeout``.
         """
         runner = self.runner
-        saved = (runner.timeout, runner.poll_interval, runner.alive, runner.poll_request_timeout)
-        runner.timeout, runner.poll_interval = self.boot_timeout, self.poll_interval
-        runner.alive, runner.poll_request_timeout = self.alive, self.boot_request_timeout
-        try:
+        with runner.settings(**self.boot_settings):
             health_check, _fatal = runner.run_check("health")
-        finally:
-            runner.timeout, runner.poll_interval, runner.alive, runner.poll_request_timeout = saved
         waited = health_check["elapsed_s"]
         if not health_check["passed"]:
             return {"ok": False, "seconds": waited, "detail": health_check["detail"]}
@@ -102,9 +100,7 @@ class CandidateProbe:
             result[key] = _brief(self._check(check, key, label))
             if self.died:
                 return self._finish(result)
-        saved = self.runner.decode_runs
-        self.runner.decode_runs = 1
-        try:
+        with self.runner.settings(decode_runs=1):
             for index in range(1, self.decode_runs + 1):
                 evidence = self._check("decode", "decode", f"decode run {index}")
                 run = (evidence.get("runs") or [{}])[0]
@@ -118,8 +114,6 @@ class CandidateProbe:
                 )
                 if self.died:
                     return self._finish(result)
-        finally:
-            self.runner.decode_runs = saved
         for index in range(1, self.stability_requests + 1):
             check = "exact" if index % 2 else "math"
             evidence = self._check(check, "stability", f"stability request {index}")

@@ -12,6 +12,7 @@ the server is local), everything else is pure and unit-tested.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import math
@@ -438,6 +439,18 @@ class HealthRunner:
         # Socket timeout of one health poll (default: the client's request_timeout).
         self.poll_request_timeout = poll_request_timeout
 
+    @contextlib.contextmanager
+    def settings(self, **values):
+        """Set these attributes (``timeout``, ``decode_runs``...) for a block, then restore them."""
+        saved = {name: getattr(self, name) for name in values}
+        for name, value in values.items():
+            setattr(self, name, value)
+        try:
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
     # -- helpers ---------------------------------------------------------
 
     def _excerpt(self, text):
@@ -691,3 +704,51 @@ def failure_message(url, results, failed, skipped=()):
     if skipped:
         message += " (not run: {})".format(", ".join(skipped))
     return message
+
+
+# -- the modules' side -----------------------------------------------------------
+
+
+def argument_spec(first=None, then=None, **changes):
+    """The AnsibleModule options of a module that runs these checks, in this order.
+
+    ``url``, ``api_key`` and ``served_model_name``; the module's ``first`` options; the
+    runner's settings with the runner's defaults (``poll_interval``, ``request_timeout``,
+    ``short_max_tokens``, ``decode_runs``, ``decode_max_tokens``); the module's ``then``
+    options; ``chat_template_kwargs``. ``changes`` ({option: {key: value}}) amend a shared
+    option, e.g. ``poll_interval={"default": 2}``.
+    """
+    spec = dict(
+        url=dict(type="str", required=True),
+        api_key=dict(type="str", no_log=True),
+        served_model_name=dict(type="str"),
+        **(first or {}),
+        poll_interval=dict(type="int", default=5),
+        request_timeout=dict(type="int", default=120),
+        short_max_tokens=dict(type="int", default=8, no_log=False),
+        decode_runs=dict(type="int", default=3),
+        decode_max_tokens=dict(type="int", default=256, no_log=False),
+        **(then or {}),
+        chat_template_kwargs=dict(type="dict", default={"enable_thinking": False}),
+    )
+    for name, keys in changes.items():
+        spec[name].update(keys)
+    return spec
+
+
+def runner_from_params(params, **settings):
+    """The HealthRunner, on its SGLangClient, that ``argument_spec`` parameters ask for.
+
+    ``settings`` are further HealthRunner arguments (``timeout``, ``decode_runs``...).
+    """
+    client = SGLangClient(
+        params["url"], api_key=params["api_key"], request_timeout=params["request_timeout"]
+    )
+    return HealthRunner(
+        client,
+        served_model_name=params["served_model_name"],
+        decode_max_tokens=params["decode_max_tokens"],
+        short_max_tokens=params["short_max_tokens"],
+        chat_template_kwargs=params["chat_template_kwargs"],
+        **settings,
+    )

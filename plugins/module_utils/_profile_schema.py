@@ -21,7 +21,8 @@ with ``__`` are per-node values ``server_args`` derives (not profile fields), ke
 flag order is one table.
 
 Adding an engine flag: one ``_f(...)`` line here (``owned=True`` when the collection sets the
-value itself, so ``extra_args`` may not repeat it), ``make profile-spec``, and a test.
+value itself, so ``extra_args`` may not repeat it; ``_owned(...)`` for such a flag spelled like
+the field, ``_switch(...)`` for an off-by-default boolean one), ``make profile-spec``, and a test.
 """
 
 from __future__ import annotations
@@ -57,6 +58,21 @@ def _f(
     }
 
 
+def _dashed(name):
+    """The SGLang flag spelled like the field: ``tp_size`` -> ``--tp-size``."""
+    return "--" + name.replace("_", "-")
+
+
+def _owned(name, kind, description, **more):
+    """A field whose flag (spelled like the field) the collection sets itself."""
+    return _f(name, kind, description, flag=_dashed(name), owned=True, **more)
+
+
+def _switch(name, description=None):
+    """A boolean flag spelled like the field, off by default."""
+    return _f(name, "bool", description, flag=_dashed(name), default=False)
+
+
 def _derived(name, flag, owner):
     """A flag ``server_args`` fills per node (``name`` starts with ``__``), not a profile field."""
     return {"name": name, "flag": flag, "owned": owner, "derived": True}
@@ -86,34 +102,14 @@ FIELDS = (
     _f("python", "str", "Interpreter inside the image.", default="python3"),
     _f("model_repo", "str", "Hugging Face repository of the main weights."),
     _f("model_revision", "str", "Pinned revision (full 40-hex commit) of the main weights."),
-    _f(
-        "trust_remote_code",
-        "bool",
-        "Pass C(--trust-remote-code).",
-        flag="--trust-remote-code",
-        default=False,
+    _switch("trust_remote_code", "Pass C(--trust-remote-code)."),
+    _owned(
+        "model_path", "str", "Path of the main weights on every node (mounted at the same path)."
     ),
-    _f(
-        "model_path",
-        "str",
-        "Path of the main weights on every node (mounted at the same path).",
-        flag="--model-path",
-        owned=True,
-    ),
-    _f("tp_size", "int", "Tensor-parallel size (C(--tp-size)).", flag="--tp-size", owned=True),
-    _f(
-        "pp_size",
-        "int",
-        "Pipeline-parallel size (C(--pp-size)); unset means 1.",
-        flag="--pp-size",
-        owned=True,
-    ),
-    _f(
-        "nnodes",
-        "int",
-        "Number of nodes (C(--nnodes)); must equal the size of C(spark_nodes).",
-        flag="--nnodes",
-        owned=True,
+    _owned("tp_size", "int", "Tensor-parallel size (C(--tp-size))."),
+    _owned("pp_size", "int", "Pipeline-parallel size (C(--pp-size)); unset means 1."),
+    _owned(
+        "nnodes", "int", "Number of nodes (C(--nnodes)); must equal the size of C(spark_nodes)."
     ),
     _derived("__node_rank", "--node-rank", "derived from spark_rank"),
     _derived(
@@ -127,22 +123,16 @@ FIELDS = (
         "TCP port on rank 0's data-plane IP where ranks meet (C(--dist-init-addr)).",
         default=23000,
     ),
-    _f(
-        "served_model_name",
-        "str",
-        "Model name the API serves (C(--served-model-name)).",
-        flag="--served-model-name",
-        owned=True,
-    ),
+    _owned("served_model_name", "str", "Model name the API serves (C(--served-model-name))."),
     _f("context_length", "int", flag="--context-length"),
     _f("mem_fraction_static", "float", flag="--mem-fraction-static"),
     _f("attention_backend", "str", flag="--attention-backend"),
     _f("chunked_prefill_size", "int", flag="--chunked-prefill-size"),
     _f("kv_cache_dtype", "str", flag="--kv-cache-dtype"),
-    _f("disable_cuda_graph", "bool", flag="--disable-cuda-graph", default=False),
-    _f("disable_prefill_cuda_graph", "bool", flag="--disable-prefill-cuda-graph", default=False),
+    _switch("disable_cuda_graph"),
+    _switch("disable_prefill_cuda_graph"),
     _f("cuda_graph_max_bs", "int", flag="--cuda-graph-max-bs"),
-    _f("disable_flashinfer_autotune", "bool", flag="--disable-flashinfer-autotune", default=False),
+    _switch("disable_flashinfer_autotune"),
     _f("speculative", "dict", "Speculative decoding; C(algorithm) unset turns it off."),
     _f(
         "speculative.algorithm",
@@ -174,15 +164,11 @@ FIELDS = (
     _f("mamba.ssm_dtype", "str", flag="--mamba-ssm-dtype"),
     _f("mamba.max_cache_size", "int", flag="--max-mamba-cache-size"),
     _f("max_running_requests", "int", flag="--max-running-requests"),
-    _f("enable_torch_compile", "bool", flag="--enable-torch-compile", default=False),
+    _switch("enable_torch_compile"),
     _f("torch_compile_max_bs", "int", flag="--torch-compile-max-bs"),
     _f("num_continuous_decode_steps", "int", flag="--num-continuous-decode-steps"),
-    _f(
-        "watchdog_timeout",
-        "int",
-        "Scheduler watchdog timeout in seconds (C(--watchdog-timeout)).",
-        flag="--watchdog-timeout",
-        owned=True,
+    _owned(
+        "watchdog_timeout", "int", "Scheduler watchdog timeout in seconds (C(--watchdog-timeout))."
     ),
     _f("reasoning_parser", "str", flag="--reasoning-parser"),
     _f("tool_call_parser", "str", flag="--tool-call-parser"),
@@ -192,22 +178,16 @@ FIELDS = (
         "Chat template path inside the container (C(--chat-template)).",
         flag="--chat-template",
     ),
-    _f(
-        "host",
-        "str",
-        "Address the API binds (C(0.0.0.0) for all, C(127.0.0.1) for loopback only).",
-        flag="--host",
-        owned=True,
+    _owned(
+        "host", "str", "Address the API binds (C(0.0.0.0) for all, C(127.0.0.1) for loopback only)."
     ),
-    _f("port", "int", "API port (C(--port)).", flag="--port", owned=True),
-    _f(
+    _owned("port", "int", "API port (C(--port))."),
+    _owned(
         "enable_metrics",
         "bool",
         "Serve SGLang's Prometheus metrics on C(/metrics) (C(--enable-metrics), after the "
         "seed's flags). The scrape targets and the watchdog's stall check read them.",
-        flag="--enable-metrics",
         default=True,
-        owned=True,
     ),
     _f(
         "extra_args",

@@ -160,28 +160,25 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.sparkfleet.serving.plugins.module_utils._canary import CandidateProbe
 from ansible_collections.sparkfleet.serving.plugins.module_utils._health import (
-    HealthRunner,
-    SGLangClient,
+    argument_spec,
+    runner_from_params,
     validate_params,
 )
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
-            served_model_name=dict(type="str", required=True),
-            boot_timeout=dict(type="int", default=1200),
-            poll_interval=dict(type="int", default=2),
-            request_timeout=dict(type="int", default=420),
-            short_max_tokens=dict(type="int", default=8, no_log=False),
-            decode_runs=dict(type="int", default=3),
-            decode_max_tokens=dict(type="int", default=64, no_log=False),
-            stability_requests=dict(type="int", default=5),
-            boot_only=dict(type="bool", default=False),
-            alive_command=dict(type="list", elements="str"),
-            chat_template_kwargs=dict(type="dict", default={"enable_thinking": False}),
+        argument_spec=argument_spec(
+            {"boot_timeout": dict(type="int", default=1200)},
+            {
+                "stability_requests": dict(type="int", default=5),
+                "boot_only": dict(type="bool", default=False),
+                "alive_command": dict(type="list", elements="str"),
+            },
+            served_model_name={"required": True},
+            poll_interval={"default": 2},
+            request_timeout={"default": 420},
+            decode_max_tokens={"default": 64},
         ),
         supports_check_mode=False,
     )
@@ -199,16 +196,7 @@ def main():
         out = out.strip()
         return rc == 0 and out.startswith("running"), out or err.strip()
 
-    client = SGLangClient(
-        params["url"], api_key=params["api_key"], request_timeout=params["request_timeout"]
-    )
-    runner = HealthRunner(
-        client,
-        served_model_name=params["served_model_name"],
-        decode_max_tokens=params["decode_max_tokens"],
-        short_max_tokens=params["short_max_tokens"],
-        chat_template_kwargs=params["chat_template_kwargs"],
-    )
+    runner = runner_from_params(params)
     probe = CandidateProbe(
         runner,
         boot_timeout=params["boot_timeout"],

@@ -21,18 +21,7 @@ description:
 author: sparkfleet maintainers (@sparkfleet)
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
-attributes:
-  check_mode:
-    support: full
-    details:
-      - The module only sends requests that read from the server or generate text, so it runs
-        the same in check mode.
-  diff_mode:
-    support: N/A
-    details:
-      - The module changes nothing, so there is nothing to diff.
-  idempotent:
-    support: full
+  - sparkfleet.serving.attributes.info_module
 options:
   url:
     description:
@@ -185,7 +174,7 @@ checks:
           description: Present and true when an earlier check stopped the run.
           type: bool
           returned: when skipped
-        elapsed_s:
+        elapsed_s: &elapsed_s
           description: Seconds the check took.
           type: float
           returned: always
@@ -193,7 +182,7 @@ checks:
           description: HTTP status of the last attempt, V(null) when it got no answer.
           type: int
           returned: always
-        detail:
+        detail: &detail
           description: V(ok), or why the check failed or was skipped.
           type: str
           returned: always
@@ -225,18 +214,12 @@ checks:
           description: Whether the expected model is served.
           type: bool
           returned: always
-        elapsed_s:
-          description: Seconds the check took.
-          type: float
-          returned: always
+        elapsed_s: *elapsed_s
         status:
           description: HTTP status of C(GET /v1/models).
           type: int
           returned: always
-        detail:
-          description: V(ok), or why the check failed or was skipped.
-          type: str
-          returned: always
+        detail: *detail
         model_ids:
           description: The C(data[].id) values the server listed.
           type: list
@@ -266,18 +249,12 @@ checks:
           description: Whether the stripped answer equals the token.
           type: bool
           returned: always
-        elapsed_s:
-          description: Seconds the check took.
-          type: float
-          returned: always
+        elapsed_s: *elapsed_s
         status:
           description: HTTP status of the chat completion.
           type: int
           returned: always
-        detail:
-          description: V(ok), or why the check failed or was skipped.
-          type: str
-          returned: always
+        detail: *detail
         expected:
           description: The token the model was asked to repeat.
           type: str
@@ -286,11 +263,11 @@ checks:
           description: Up to 200 characters of the answer (or of the body on an HTTP error).
           type: str
           returned: when answered
-        finish_reason:
+        finish_reason: &finish_reason
           description: C(choices[0].finish_reason).
           type: str
           returned: on HTTP 200
-        completion_tokens:
+        completion_tokens: &completion_tokens
           description: C(usage.completion_tokens).
           type: int
           returned: on HTTP 200
@@ -326,30 +303,18 @@ checks:
           description: Whether the short request answered HTTP 200 with text.
           type: bool
           returned: always
-        elapsed_s:
-          description: Seconds the check took.
-          type: float
-          returned: always
+        elapsed_s: *elapsed_s
         status:
           description: HTTP status of the chat completion, V(null) when it got no answer.
           type: int
           returned: always
-        detail:
-          description: V(ok), or why the check failed or was skipped.
-          type: str
-          returned: always
+        detail: *detail
         max_tokens:
           description: The C(max_tokens) sent.
           type: int
           returned: when run
-        finish_reason:
-          description: C(choices[0].finish_reason).
-          type: str
-          returned: on HTTP 200
-        completion_tokens:
-          description: C(usage.completion_tokens).
-          type: int
-          returned: on HTTP 200
+        finish_reason: *finish_reason
+        completion_tokens: *completion_tokens
         clamp_observed:
           description: Whether the server generated more tokens than C(max_tokens), as a
             server with the max-tokens clamp does.
@@ -378,18 +343,12 @@ checks:
           description: Whether every run streamed to C([DONE]) and produced a rate.
           type: bool
           returned: always
-        elapsed_s:
-          description: Seconds the check took.
-          type: float
-          returned: always
+        elapsed_s: *elapsed_s
         status:
           description: HTTP status of the last run.
           type: int
           returned: always
-        detail:
-          description: V(ok), or why the check failed or was skipped.
-          type: str
-          returned: always
+        detail: *detail
         max_tokens:
           description: The C(max_tokens) of each run.
           type: int
@@ -457,31 +416,19 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfleet.serving.plugins.module_utils._health import (
     CHECK_NAMES,
     DEFAULT_CHECKS,
-    HealthRunner,
-    SGLangClient,
+    argument_spec,
+    runner_from_params,
     validate_params,
 )
 
 
 def main():
+    checks_option = dict(
+        type="list", elements="str", choices=list(CHECK_NAMES), default=list(DEFAULT_CHECKS)
+    )
     module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", required=True),
-            api_key=dict(type="str", no_log=True),
-            served_model_name=dict(type="str"),
-            checks=dict(
-                type="list",
-                elements="str",
-                choices=list(CHECK_NAMES),
-                default=list(DEFAULT_CHECKS),
-            ),
-            timeout=dict(type="int", default=900),
-            poll_interval=dict(type="int", default=5),
-            request_timeout=dict(type="int", default=120),
-            short_max_tokens=dict(type="int", default=8, no_log=False),
-            decode_runs=dict(type="int", default=3),
-            decode_max_tokens=dict(type="int", default=256, no_log=False),
-            chat_template_kwargs=dict(type="dict", default={"enable_thinking": False}),
+        argument_spec=argument_spec(
+            {"checks": checks_option, "timeout": dict(type="int", default=900)}
         ),
         supports_check_mode=True,
     )
@@ -493,18 +440,11 @@ def main():
             msg="; ".join(errors), changed=False, passed=False, decode_tokens_per_s=None, checks={}
         )
 
-    client = SGLangClient(
-        params["url"], api_key=params["api_key"], request_timeout=params["request_timeout"]
-    )
-    report = HealthRunner(
-        client,
-        served_model_name=params["served_model_name"],
+    report = runner_from_params(
+        params,
         timeout=params["timeout"],
         poll_interval=params["poll_interval"],
         decode_runs=params["decode_runs"],
-        decode_max_tokens=params["decode_max_tokens"],
-        short_max_tokens=params["short_max_tokens"],
-        chat_template_kwargs=params["chat_template_kwargs"],
     ).run(params["checks"])
 
     result = dict(
