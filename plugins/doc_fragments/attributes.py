@@ -42,6 +42,27 @@ attributes:
     support: full
 """
 
+    # A module run by an action plugin on the controller.
+    CONTROLLER = r"""
+options: {}
+attributes:
+  action:
+    support: full
+    description: Runs on the controller as an action plugin.
+"""
+
+    # A module that changes the node, predicts its change in check mode and shows it as a diff.
+    FULL_MODULE = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+"""
+
     # A module that changes the node, predicts its change in check mode and has no diff.
     CHANGE_MODULE = r"""
 options: {}

@@ -35,10 +35,7 @@ description:
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
   - sparkfleet.serving.attributes.info_module
-attributes:
-  action:
-    support: full
-    description: Runs on the controller as an action plugin.
+  - sparkfleet.serving.attributes.controller
 options:
   group:
     description: Inventory group holding the cluster's nodes.

@@ -37,10 +37,7 @@ description:
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
   - sparkfleet.serving.attributes.info_module
-attributes:
-  action:
-    support: full
-    description: Runs on the controller as an action plugin.
+  - sparkfleet.serving.attributes.controller
 options:
   stage:
     description:

@@ -17,13 +17,7 @@ description:
     (netplan or networkd) is written by the C(sparkfleet.serving.roce) role.
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  idempotent:
-    support: full
+  - sparkfleet.serving.attributes.full_module
 options:
   name:
     description: The network interface, e.g. C(enp1s0f0np0).

@@ -70,6 +70,9 @@ def test_an_unknown_preset_names_the_closest():
     assert got["profile"] is None
     assert "did you mean qwen38_27b_tp4_dflash2?" in got["problems"][0]
     # The deprecated filter returns the same lines.
-    assert engine.sglang_profile_problems(
-        ["spark-1"], {"spark-1": {}}, ROLE, "qwen38_27b_tp4_dflash", {}
-    ) == got["problems"]
+    assert (
+        engine.sglang_profile_problems(
+            ["spark-1"], {"spark-1": {}}, ROLE, "qwen38_27b_tp4_dflash", {}
+        )
+        == got["problems"]
+    )
