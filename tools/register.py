@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 import textwrap
 
@@ -104,10 +105,36 @@ def option_lines(name, spec, indent, own=()):
     return lines
 
 
-def header_lines(header, indent):
+OPTION = re.compile(r"O\(([a-z_][a-z0-9_]*)((?:=[^)]*)?)\)")
+
+
+def qualify(text, role, entry, root=ROOT):
+    """``O(name)`` of a variable another entry point declares, as a reference to that one.
+
+    The register's texts name any variable as O(name); the docs linters (and ansible-doc)
+    read a bare O() as an option of the same entry point."""
+    if isinstance(text, list):
+        return [qualify(item, role, entry, root) for item in text]
+    own = register.options(role, entry, root)
+    variables = register.load(root)["variables"]
+
+    def one(match):
+        name, value = match.group(1), match.group(2)
+        if name in own or name not in variables:
+            return match.group(0)
+        o_role, o_entry = register.owner(variables[name])
+        return f"O(sparkfleet.serving.{o_role}#role:{o_entry}:{name}{value})"
+
+    return OPTION.sub(one, text)
+
+
+def header_lines(header, indent, role=None, entry=None):
     pad = " " * indent
     lines = text_lines("short_description: ", header["short_description"], indent)
-    lines += description_lines(header["description"], indent)
+    description = header["description"]
+    if role is not None:
+        description = qualify(description, role, entry)
+    lines += description_lines(description, indent)
     if "author" in header:
         lines.append(f"{pad}author: {scalar(header['author'])}")
     if header.get("examples"):
@@ -126,11 +153,12 @@ def specs_text(role, root=ROOT):
         lines.append(f"  {entry}:")
         if (role, entry) == ("sglang", "profile"):
             continue  # written below from the profile schema
-        lines += header_lines(header, 4)
+        lines += header_lines(header, 4, role, entry)
         options = register.options(role, entry, root)
         if options:
             lines.append("    options:")
             for name, spec in options.items():
+                spec = {**spec, "description": qualify(spec["description"], role, entry, root)}
                 lines += option_lines(name, spec, 6)
     text = "\n".join(lines) + "\n"
     if "profile" in data["roles"][role]:
