@@ -113,3 +113,11 @@ def test_a_variable_of_no_entry_point_is_refused(copy):
     )
     with pytest.raises(_register.RegisterError, match=r"variable roce_\w+ belongs to roce:nowhere"):
         _register.load(str(copy))
+
+
+def test_a_reference_to_another_entry_points_variable_is_qualified():
+    # The register names any variable as O(name); an entry point's own stay bare.
+    assert tool.qualify("for O(watchdog_hold_s) or O(x=1)", "cluster", "hold") == (
+        "for O(sparkfleet.serving.cluster#role:main:watchdog_hold_s) or O(x=1)"
+    )
+    assert tool.qualify(["O(roce_mtu=9000)"], "cluster", "main") == ["O(roce_mtu=9000)"]
