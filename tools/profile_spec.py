@@ -15,14 +15,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import textwrap
 
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SPECS = os.path.join(ROOT, "roles", "sglang", "meta", "argument_specs.yml")
 ENTRY = "profile"
-WIDTH = 110  # longest line before a description wraps (yamllint allows 120 columns)
 
 
 def load_schema():
@@ -34,56 +32,27 @@ def load_schema():
     return module
 
 
-def _scalar(value):
-    text = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
-    return text[: -len("...")].strip() if text.endswith("...") else text
-
-
-def _text(key, value, indent):
-    """``key: value`` for a string, wrapped as a plain multi-line scalar when it is long."""
-    pad = " " * indent
-    line = f"{pad}{key}{_scalar(value)}"
-    if len(line) <= WIDTH or _scalar(value) != value:
-        return [line]
-    width = WIDTH - indent - len(key)
-    wrapped = textwrap.wrap(value, width, break_long_words=False, break_on_hyphens=False)
-    return [f"{pad}{key}{wrapped[0]}"] + [f"{pad}  {part}" for part in wrapped[1:]]
-
-
-def _description(value, indent):
-    pad = " " * indent
-    if isinstance(value, str):
-        return _text("description: ", value, indent)
-    lines = [f"{pad}description:"]
-    for item in value:
-        lines += _text("- ", item, indent + 2)
-    return lines
-
-
-def _option(name, spec, indent):
-    pad = " " * indent
-    lines = [f"{pad}{name}:"]
-    lines += _description(spec["description"], indent + 2)
-    for key in ("type", "elements", "choices", "default", "required"):
-        if key in spec:
-            lines.append(f"{pad}  {key}: {_scalar(spec[key])}")
-    if spec.get("options"):
-        lines.append(f"{pad}  options:")
-        for child, child_spec in spec["options"].items():
-            lines += _option(child, child_spec, indent + 4)
-    return lines
+def _writer():
+    """tools/register.py, the one writer of argument specs (loaded by path, as the tests do)."""
+    spec = importlib.util.spec_from_file_location(
+        "register_tool", os.path.join(ROOT, "tools", "register.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def entry_point_lines(schema):
     """The ``  profile:`` block of argument_specs.yml (two-space indented under argument_specs)."""
+    write = _writer()
     entry = schema.ENTRY_POINT
     lines = [f"  {ENTRY}:"]
-    lines += _text("short_description: ", entry["short_description"], 4)
-    lines += _description(entry["description"], 4)
-    lines.append(f"    author: {_scalar(entry['author'])}")
+    lines += write.text_lines("short_description: ", entry["short_description"], 4)
+    lines += write.description_lines(entry["description"], 4)
+    lines.append(f"    author: {write.scalar(entry['author'])}")
     lines.append("    options:")
     for name, spec in schema.argument_spec().items():
-        lines += _option(name, spec, 6)
+        lines += write.option_lines(name, spec, 6, flow=True)
     return lines
 
 

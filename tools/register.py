@@ -40,7 +40,6 @@ def _module(name, *parts):
 
 
 register = _module("_register", "plugins", "plugin_utils", "_register.py")
-profile_spec = _module("profile_spec", "tools", "profile_spec.py")
 
 
 def scalar(value):
@@ -87,8 +86,10 @@ def value_lines(key, value, indent):
     return [f"{pad}{key}: {scalar(value)}"]
 
 
-def option_lines(name, spec, indent, own=()):
-    """One option of an argument spec; ``own`` are the register's keys, written first."""
+def option_lines(name, spec, indent, own=(), flow=False):
+    """One option of an argument spec; ``own`` are the register's keys, written first.
+
+    ``flow`` writes every value on its key's line (the profile entry point's style)."""
     pad = " " * indent
     lines = [f"{pad}{name}:"]
     for key in own:
@@ -97,11 +98,14 @@ def option_lines(name, spec, indent, own=()):
     lines += description_lines(spec["description"], indent + 2)
     for key in SPEC_KEYS:
         if key in spec:
-            lines += value_lines(key, spec[key], indent + 2)
+            if flow:
+                lines.append(f"{pad}  {key}: {scalar(spec[key])}")
+            else:
+                lines += value_lines(key, spec[key], indent + 2)
     if spec.get("options"):
         lines.append(f"{pad}  options:")
         for child, child_spec in spec["options"].items():
-            lines += option_lines(child, child_spec, indent + 4)
+            lines += option_lines(child, child_spec, indent + 4, flow=flow)
     return lines
 
 
@@ -162,6 +166,7 @@ def specs_text(role, root=ROOT):
                 lines += option_lines(name, spec, 6)
     text = "\n".join(lines) + "\n"
     if "profile" in data["roles"][role]:
+        profile_spec = _module("profile_spec", "tools", "profile_spec.py")
         text = profile_spec.render(text, profile_spec.load_schema())
     return text
 
