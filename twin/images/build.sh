@@ -88,7 +88,7 @@ inputs_of() {
 
 build_node() {
   local want ctx files=("$here/node/Dockerfile" "$here/node/sparksim-init" "$here/node/sparksim-reboot"
-    "$here/node/01-network-manager-all.yaml"
+    "$here/node/01-network-manager-all.yaml" "$here/node/sparksim_zipcache.py"
     "$root/twin/tools/gidtable.py" "$root/plugins/module_utils/_netplan.py")
   want=$(inputs_of "$BASE_IMAGE" "${files[@]}")
   image_current "$NODE_IMAGE" "$want" && return
