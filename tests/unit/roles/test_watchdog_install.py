@@ -31,8 +31,8 @@ def _task(name, title):
     return task
 
 
-INSTALL = _task("control_apply.yml", "Install the control program")["loop"]
-# A plain name is a file of the role's files/ (the copy module's lookup).
+INSTALL = _task("control_apply.yml", "Install the control program")["vars"]["__watchdog_program"]
+# A plain name is a file of the role's files/ (the file lookup's search path in a role).
 INSTALLED = [
     item.replace("{{ role_path }}", str(ROLE)) if "{{" in item else str(FILES / item)
     for item in INSTALL
@@ -43,14 +43,16 @@ NAMES = [os.path.basename(item) for item in INSTALL]
 def test_every_program_file_of_the_role_is_installed_and_the_entry_point_last():
     programs = sorted(p.name for p in FILES.glob("*.py"))
     assert sorted(set(programs) & set(NAMES)) == programs
-    # A cron run between two copies runs the previous entry point, never a new one with
-    # modules not copied yet.
+    # node_paths writes in the order given: a cron run meanwhile runs the previous entry point,
+    # never a new one with modules not written yet.
     assert NAMES[-1] == "sparkfleet_cluster.py"
 
 
 def test_every_installed_file_is_recorded_and_removed_by_the_teardown():
     recorded = _task("control_apply.yml", "Record the control stage")["vars"]["converge_paths"]
-    removed = _task("teardown.yml", "Remove the control programs")["loop"]
+    removed = _task("teardown.yml", "Remove the control programs")["sparkfleet.serving.node_paths"][
+        "absent"
+    ]
     for name in NAMES:
         assert "{{ watchdog_lib_dir }}/" + name in recorded
         assert f"'{name}'" in removed
