@@ -26,7 +26,8 @@ extends_documentation_fragment:
   - sparkfleet.serving.attributes.change_module
 options:
   directories:
-    description: Directories to create (with their parents) and give these attributes.
+    description:
+      - Directories to create (with their parents), given O(owner), O(group) and their mode.
     type: list
     elements: dict
     default: []
@@ -39,14 +40,6 @@ options:
         description: Its mode, an octal string.
         type: str
         required: true
-      owner:
-        description: Its owner.
-        type: str
-        default: root
-      group:
-        description: Its group.
-        type: str
-        default: root
   files:
     description: Files to write, in directories that exist (O(directories) makes them first).
     type: list
@@ -62,17 +55,17 @@ options:
         type: str
         required: true
       mode:
-        description: Its mode, an octal string.
+        description: The file's mode, an octal string.
         type: str
         required: true
-      owner:
-        description: Its owner.
-        type: str
-        default: root
-      group:
-        description: Its group.
-        type: str
-        default: root
+  owner:
+    description: The owner of every directory and file.
+    type: str
+    default: root
+  group:
+    description: The group of every directory and file.
+    type: str
+    default: root
   absent:
     description: Paths to remove where they exist.
     type: list
@@ -114,9 +107,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def _attributes(module, spec, path, changed):
-    """Owner, group and mode of PATH as SPEC says; True when something changed (or would)."""
+    """Owner, group and mode of PATH (SPEC's mode); True when something changed (or would)."""
+    owner, group = module.params["owner"], module.params["group"]
     args = module.load_file_common_arguments(
-        {"path": path, "owner": spec["owner"], "group": spec["group"], "mode": spec["mode"]}
+        {"path": path, "owner": owner, "group": group, "mode": spec["mode"]}
     )
     return module.set_fs_attributes_if_different(args, changed)
 
@@ -182,11 +176,9 @@ def _absent(module, path):
 
 
 def main():
-    attributes = {
+    path_mode = {
         "path": {"type": "path", "required": True},
         "mode": {"type": "str", "required": True},
-        "owner": {"type": "str", "default": "root"},
-        "group": {"type": "str", "default": "root"},
     }
     module = AnsibleModule(
         argument_spec={
@@ -194,14 +186,16 @@ def main():
                 "type": "list",
                 "elements": "dict",
                 "default": [],
-                "options": attributes,
+                "options": path_mode,
             },
             "files": {
                 "type": "list",
                 "elements": "dict",
                 "default": [],
-                "options": {**attributes, "content": {"type": "str", "required": True}},
+                "options": {**path_mode, "content": {"type": "str", "required": True}},
             },
+            "owner": {"type": "str", "default": "root"},
+            "group": {"type": "str", "default": "root"},
             "absent": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,

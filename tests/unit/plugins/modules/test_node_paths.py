@@ -21,10 +21,8 @@ GROUP = grp.getgrgid(os.getgid()).gr_name
 
 
 def run(capsys, check=False, diff=False, **args):
-    for key in ("directories", "files"):
-        for spec in args.get(key, []):
-            spec.setdefault("owner", OWNER)
-            spec.setdefault("group", GROUP)
+    args.setdefault("owner", OWNER)
+    args.setdefault("group", GROUP)
     if check:
         args["_ansible_check_mode"] = True
     if diff:
