@@ -79,9 +79,10 @@ def _follow(tmp_path, rc):
 
 def test_a_round_is_one_wait_and_the_end_is_asked_for_once(tmp_path):
     ran, lines, published = _follow(tmp_path, 0)
-    # About 7 s of job: the first ask, three or four rounds of 2 s, the last ask.
+    # About 7 s of job: the first ask, rounds of up to 2 s (fewer on a loaded machine, where a
+    # round's own tasks take seconds), the last ask. Polling every 2 s asked 4 times or more.
     assert ran["Ask"] == 2, ran
-    assert 3 <= ran["Wait a round"] <= 5, ran
+    assert 1 <= ran["Wait a round"] <= 5, ran
     assert len(lines) == ran["Wait a round"], (lines, ran)
     assert all(line.startswith("localhost: the job: step ") for line in lines), lines
     assert published == {"rc": 0, "stdout": "job-said-done", "finished": True}
