@@ -456,12 +456,12 @@ class Scheduler:
             self.cur_batch = None
             if self.forward_ct % self.decode_log_interval == 0:
                 self._log_decode()
-            deadline += period
+            # A late step does not make the next one shorter (a GPU step takes its time
+            # whatever the host did), so N tokens take at least N periods.
+            deadline = max(deadline + period, time.perf_counter())
             delay = deadline - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            elif delay < -10 * period:
-                deadline = time.perf_counter()
 
     def _spins(self):
         """While the spin file exists: answer what arrives (health checks), decode nothing."""
