@@ -154,31 +154,7 @@ import types
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
-    MANIFEST,
-    VERIFIED,
-    RepairError,
-    check_revision,
-    complete,
-    disk_error,
-    hf_token_sent,
-    isolate,
-    load_json,
-    manifest_matches,
-    mismatch_message,
-    missing_entries,
-    partial_dir,
-    pin_error,
-    progress_line,
-    repair_message,
-    revision_dir,
-    same_stat,
-    stat_record,
-    tree_entries,
-    verify_file,
-    write_json,
-    xet_hint,
-)
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _weights as weights
 
 
 class _Progress(threading.Thread):
@@ -210,28 +186,30 @@ class _Progress(threading.Thread):
         if not self.path:
             return
         done = min(done, self.total)
-        write_json(
+        weights.write_json(
             self.path,
             {
                 "done": done,
                 "total": self.total,
                 "rate": rate,
-                "line": progress_line(done, self.total, rate, time.time() - self.started),
+                "line": weights.progress_line(done, self.total, rate, time.time() - self.started),
             },
         )
 
 
 def _staged_revision(module, final, repo, revision, full, result):
     """The staged revision's manifest and failing files; exits when the whole revision verifies."""
-    staged = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
-    if staged is not None and manifest_matches(staged, repo, revision):
+    staged = (
+        weights.load_json(os.path.join(final, weights.MANIFEST)) if os.path.isdir(final) else None
+    )
+    if staged is not None and weights.manifest_matches(staged, repo, revision):
         staged = None
     bad = []
     if staged is not None:
-        bad, verified, rehashed = check_revision(final, staged, full)
+        bad, verified, rehashed = weights.check_revision(final, staged, full)
         if not bad:
             if rehashed and not module.check_mode:
-                write_json(os.path.join(final, VERIFIED), verified)
+                weights.write_json(os.path.join(final, weights.VERIFIED), verified)
             result["files"] = staged["files"]
             module.exit_json(**result)
     return staged, bad
@@ -273,7 +251,7 @@ def _read_token(p, result, fail):
     # saved login) to whatever the endpoint is.
     token = False
     os.environ.pop("HF_TOKEN", None)
-    result["token_sent"] = bool(p["token_file"]) and hf_token_sent(
+    result["token_sent"] = bool(p["token_file"]) and weights.hf_token_sent(
         p["endpoint"], p["token_endpoints"]
     )
     if result["token_sent"]:
@@ -353,7 +331,7 @@ def _list_files(p, client, token_sent, fail):
         fail(msg=f"{node}: cannot reach the mirror {p['endpoint']} for {where}: {exc}")
     if info.sha != revision:
         fail(msg=f"{node}: the mirror resolves {revision} of {repo} to {info.sha}")
-    files = tree_entries(tree)
+    files = weights.tree_entries(tree)
     if not files:
         fail(msg=f"{node}: {where} lists no files")
     total = sum(f["size"] for f in files)
@@ -364,7 +342,7 @@ def _repair_todo(final, part, staged, files):
     """A fresh staging directory for a repair; the files it lacks and no verified records."""
     shutil.rmtree(part, ignore_errors=True)
     os.makedirs(part)
-    lacking = {e["path"] for e in missing_entries(final, staged)}
+    lacking = {e["path"] for e in weights.missing_entries(final, staged)}
     todo = [f for f in files if f["path"] in lacking]
     return todo, {}
 
@@ -375,22 +353,26 @@ def _resume_todo(final, part, files, full):
         # A directory without a usable manifest: back to staging as a whole.
         os.rename(final, part)
     os.makedirs(part, exist_ok=True)
-    verified = load_json(os.path.join(part, VERIFIED)) or {}
+    verified = weights.load_json(os.path.join(part, weights.VERIFIED)) or {}
     todo = []
     for entry in files:
         path = os.path.join(part, entry["path"])
         present = os.path.isfile(path)
-        if present and not full and same_stat(stat_record(path), verified.get(entry["path"])):
+        if (
+            present
+            and not full
+            and weights.same_stat(weights.stat_record(path), verified.get(entry["path"]))
+        ):
             entry["sha256"] = verified[entry["path"]].get("sha256", entry["sha256"])
             continue
         if present:
-            good, _exp, _got = verify_file(path, entry)
+            good, _exp, _got = weights.verify_file(path, entry)
             if good:
-                verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
+                verified[entry["path"]] = dict(weights.stat_record(path), sha256=entry["sha256"])
                 continue
             os.unlink(path)
         todo.append(entry)
-    write_json(os.path.join(part, VERIFIED), verified)
+    weights.write_json(os.path.join(part, weights.VERIFIED), verified)
     return todo, verified
 
 
@@ -406,7 +388,7 @@ def _check_disk(p, part, todo, fail):
     """Fail when the store has no room for what is still to download; the bytes needed."""
     needed = sum(f["size"] for f in todo)
     stat = os.statvfs(part)
-    error = disk_error(
+    error = weights.disk_error(
         p["node"], p["store"], needed, stat.f_bavail * stat.f_frsize, p["headroom_bytes"]
     )
     if error:
@@ -422,27 +404,27 @@ def _fetch_file(p, part, entry, client, repairing, fail):
             repo, entry["path"], revision=revision, local_dir=part, token=client.token
         )
     except client.HfHubHTTPError as exc:
-        hint = xet_hint(exc, p["disable_xet"])
+        hint = weights.xet_hint(exc, p["disable_xet"])
         fail(
             msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
             f"from {p['endpoint']} "
             f"failed: {exc}" + (f"; {hint}" if hint else "")
         )
     except Exception as exc:  # the client wraps transport errors in many types
-        hint = xet_hint(exc, p["disable_xet"])
+        hint = weights.xet_hint(exc, p["disable_xet"])
         fail(
             msg=f"{node}: downloading {repo}/{entry['path']} at {revision} "
             f"from {p['endpoint']} "
             f"failed: {type(exc).__name__}: {exc}" + (f"; {hint}" if hint else "")
         )
     path = os.path.join(part, entry["path"])
-    good, expected, got = verify_file(path, entry)
+    good, expected, got = weights.verify_file(path, entry)
     if not good:
         if os.path.exists(path):
             os.unlink(path)
         if repairing:
             fail(
-                msg=repair_message(
+                msg=weights.repair_message(
                     node,
                     repo,
                     revision,
@@ -451,7 +433,7 @@ def _fetch_file(p, part, entry, client, repairing, fail):
                     f"the mirror {p['endpoint']}",
                 )
             )
-        fail(msg=mismatch_message(node, repo, entry["path"], expected, got))
+        fail(msg=weights.mismatch_message(node, repo, entry["path"], expected, got))
     return path
 
 
@@ -464,8 +446,8 @@ def _download(p, part, todo, verified, total, client, repairing, result, fail):
     try:
         for entry in todo:
             path = _fetch_file(p, part, entry, client, repairing, fail)
-            verified[entry["path"]] = dict(stat_record(path), sha256=entry["sha256"])
-            write_json(os.path.join(part, VERIFIED), verified)
+            verified[entry["path"]] = dict(weights.stat_record(path), sha256=entry["sha256"])
+            weights.write_json(os.path.join(part, weights.VERIFIED), verified)
             result["downloaded"].append(entry["path"])
             result["downloaded_bytes"] += entry["size"]
     finally:
@@ -476,10 +458,10 @@ def _download(p, part, todo, verified, total, client, repairing, result, fail):
 def _finish_repair(module, p, final, part, staged, result, fail):
     """Move the verified replacements into the staged revision and report the repair."""
     try:
-        complete(final, part, staged)
-    except RepairError as exc:
+        weights.complete(final, part, staged)
+    except weights.RepairError as exc:
         fail(
-            msg=repair_message(
+            msg=weights.repair_message(
                 p["node"],
                 p["repo"],
                 p["revision"],
@@ -503,7 +485,7 @@ def _seal(module, p, final, part, info, files, result):
         "endpoint": p["endpoint"],
         "files": [{k: f[k] for k in ("path", "size", "sha256", "etag")} for f in files],
     }
-    write_json(os.path.join(part, MANIFEST), manifest)
+    weights.write_json(os.path.join(part, weights.MANIFEST), manifest)
     os.rename(part, final)
     result.update(changed=True, files=manifest["files"])
     module.exit_json(**result)
@@ -529,11 +511,11 @@ def main():
     )
     p = module.params
     repo, revision, node = p["repo"], p["revision"], p["node"]
-    error = pin_error(f"revision of {repo}", revision)
+    error = weights.pin_error(f"revision of {repo}", revision)
     if error:
         module.fail_json(msg=f"{node}: {error}")
-    final = revision_dir(p["store"], repo, revision)
-    part = partial_dir(p["store"], repo, revision)
+    final = weights.revision_dir(p["store"], repo, revision)
+    part = weights.partial_dir(p["store"], repo, revision)
     result = {
         "changed": False,
         "commit": revision,
@@ -550,7 +532,7 @@ def main():
     repairing = staged is not None
     result["repaired"] = [b["path"] for b in bad]
     if repairing and not module.check_mode:
-        isolate(final, staged, [b["path"] for b in bad])
+        weights.isolate(final, staged, [b["path"] for b in bad])
     fail = _failer(module, repo, revision, part, repairing, result)
 
     client = _client(p, result, fail)

@@ -137,27 +137,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.sparkfleet.serving.plugins.module_utils._weights import (
-    MANIFEST,
-    VERIFIED,
-    RepairError,
-    check_revision,
-    complete,
-    file_states,
-    hand_over,
-    isolate,
-    link_present,
-    load_json,
-    manifest_matches,
-    mismatch_message,
-    missing_entries,
-    partial_dir,
-    pin_error,
-    repair_message,
-    revision_dir,
-    stat_records,
-    write_json,
-)
+from ansible_collections.sparkfleet.serving.plugins.module_utils import _weights as weights
 
 
 def _receiver(module, p):
@@ -177,28 +157,34 @@ def _receiver(module, p):
 def _inspect(module, p, final, part, given):
     """The revision's state in the store: (result, local manifest, status, failing files)."""
     repo, commit, full = p["repo"], p["commit"], p["verify"] == "full"
-    local = load_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
-    if local is not None and manifest_matches(local, repo, commit):
+    local = (
+        weights.load_json(os.path.join(final, weights.MANIFEST)) if os.path.isdir(final) else None
+    )
+    if local is not None and weights.manifest_matches(local, repo, commit):
         local = None
     status, bad, verified, rehashed = "absent", [], {}, False
     if local is not None:
         # Sealing a repair checks the replacements, not again the files that verified.
-        bad, verified, rehashed = check_revision(final, local, full and p["step"] != "present")
+        bad, verified, rehashed = weights.check_revision(
+            final, local, full and p["step"] != "present"
+        )
         status = "corrupt" if bad else "present"
     elif os.path.isdir(final):
         status = "corrupt"
     reference = given or local
     missing = sum(b["size"] for b in bad)
     if status == "absent" and reference:
-        have = stat_records(part, reference["files"]) if os.path.isdir(part) else {}
+        have = weights.stat_records(part, reference["files"]) if os.path.isdir(part) else {}
         missing = sum(f["size"] for f in reference["files"] if f["path"] not in have)
     result = {"changed": False, "status": status, "bad": bad, "missing_bytes": missing}
     if local is not None:
         result["manifest"] = local
-        result["files"] = file_states(local, bad)
+        result["files"] = weights.file_states(local, bad)
     if status == "present" and p["step"] in ("info", "receiving"):
         if rehashed and not module.check_mode:
-            write_json(os.path.join(final, VERIFIED), verified)  # a cache, not a change
+            weights.write_json(
+                os.path.join(final, weights.VERIFIED), verified
+            )  # a cache, not a change
         module.exit_json(**result)
     return result, local, status, bad
 
@@ -207,7 +193,7 @@ def _isolate_step(module, p, final, local, result):
     """Step isolate: take the given files out of the revision's path."""
     if local is None:
         module.exit_json(removed=[], **result)
-    removed, kept = isolate(final, local, p["paths"], p["hf_hub"], module.check_mode)
+    removed, kept = weights.isolate(final, local, p["paths"], p["hf_hub"], module.check_mode)
     result.update(changed=bool(removed), removed=removed, kept=kept)
     module.exit_json(**result)
 
@@ -218,13 +204,13 @@ def _receive_repair(module, final, part, local, bad, receiver, result):
     # that fail (gone from its path); the peer sends only those, into an empty
     # staging directory (an old one is not trusted: its stat records may hide a
     # file changed in place).
-    removed, _kept = isolate(final, local, [b["path"] for b in bad])
+    removed, _kept = weights.isolate(final, local, [b["path"] for b in bad])
     shutil.rmtree(part, ignore_errors=True)
     os.makedirs(part)
-    link_present(final, part, local)
+    weights.link_present(final, part, local)
     if receiver:
-        hand_over(part, *receiver, files=False)
-    result.update(removed=removed, send=[e["path"] for e in missing_entries(final, local)])
+        weights.hand_over(part, *receiver, files=False)
+    result.update(removed=removed, send=[e["path"] for e in weights.missing_entries(final, local)])
     module.exit_json(**result)
 
 
@@ -239,14 +225,14 @@ def _receiving_step(module, final, part, local, bad, given, receiver, result):
     if os.path.isdir(final) and not os.path.isdir(part):
         os.rename(final, part)  # no usable manifest: staged again as a whole
     os.makedirs(part, exist_ok=True)
-    pbad, pverified = check_revision(part, given, False)[:2]
+    pbad, pverified = weights.check_revision(part, given, False)[:2]
     for entry in pbad:
         path = os.path.join(part, entry["path"])
         if os.path.isfile(path):
             os.unlink(path)
-    write_json(os.path.join(part, VERIFIED), pverified)
+    weights.write_json(os.path.join(part, weights.VERIFIED), pverified)
     if receiver:
-        hand_over(part, *receiver, files=False)
+        weights.hand_over(part, *receiver, files=False)
     result["removed"] = [b["path"] for b in pbad if b["got"] != "missing"]
     module.exit_json(**result)
 
@@ -259,10 +245,10 @@ def _place_repair(module, p, final, part, local, status, result):
     if module.check_mode:
         module.exit_json(placed=[], **result)
     try:
-        placed = complete(final, part, local)
-    except RepairError as exc:
+        placed = weights.complete(final, part, local)
+    except weights.RepairError as exc:
         module.fail_json(
-            msg=repair_message(
+            msg=weights.repair_message(
                 p["node"],
                 p["repo"],
                 p["commit"],
@@ -272,7 +258,7 @@ def _place_repair(module, p, final, part, local, status, result):
             ),
             **result,
         )
-    result.update(status="present", bad=[], placed=placed, files=file_states(local, []))
+    result.update(status="present", bad=[], placed=placed, files=weights.file_states(local, []))
     module.exit_json(**result)
 
 
@@ -284,22 +270,22 @@ def _seal_received(module, p, final, part, given, result):
         module.exit_json(**result)
     if not os.path.isdir(part):
         module.fail_json(msg=f"{node}: nothing received for {repo}@{commit} in {part}", **result)
-    pbad, pverified = check_revision(part, given, p["verify"] == "full")[:2]
+    pbad, pverified = weights.check_revision(part, given, p["verify"] == "full")[:2]
     if pbad:
         for entry in pbad:
             path = os.path.join(part, entry["path"])
             if os.path.isfile(path):
                 os.unlink(path)
-        write_json(os.path.join(part, VERIFIED), pverified)
+        weights.write_json(os.path.join(part, weights.VERIFIED), pverified)
         result["bad"] = pbad
         first = pbad[0]
         module.fail_json(
-            msg=mismatch_message(node, repo, first["path"], first["expected"], first["got"])
+            msg=weights.mismatch_message(node, repo, first["path"], first["expected"], first["got"])
             + (f" ({len(pbad) - 1} more files failed)" if len(pbad) > 1 else ""),
             **result,
         )
-    write_json(os.path.join(part, MANIFEST), given)
-    write_json(os.path.join(part, VERIFIED), pverified)
+    weights.write_json(os.path.join(part, weights.MANIFEST), given)
+    weights.write_json(os.path.join(part, weights.VERIFIED), pverified)
     if os.path.isdir(final):
         # A directory without a usable manifest appeared meanwhile: not ours to replace.
         shutil.rmtree(part, ignore_errors=True)
@@ -310,7 +296,7 @@ def _seal_received(module, p, final, part, given, result):
             **result,
         )
     os.rename(part, final)
-    result.update(status="present", manifest=given, files=file_states(given, []))
+    result.update(status="present", manifest=given, files=weights.file_states(given, []))
     module.exit_json(**result)
 
 
@@ -338,18 +324,18 @@ def main():
     )
     p = module.params
     repo, commit, node = p["repo"], p["commit"], p["node"]
-    error = pin_error(f"commit of {repo}", commit)
+    error = weights.pin_error(f"commit of {repo}", commit)
     if error:
         module.fail_json(msg=f"{node}: {error}")
     receiver = _receiver(module, p)
 
-    final = revision_dir(p["store"], repo, commit)
-    part = partial_dir(p["store"], repo, commit)
+    final = weights.revision_dir(p["store"], repo, commit)
+    part = weights.partial_dir(p["store"], repo, commit)
     given = p["manifest"]
-    if given is not None and manifest_matches(given, repo, commit):
+    if given is not None and weights.manifest_matches(given, repo, commit):
         module.fail_json(
             msg=f"{node}: the manifest given is not for {repo}@{commit}: "
-            f"{manifest_matches(given, repo, commit)}"
+            f"{weights.manifest_matches(given, repo, commit)}"
         )
 
     result, local, status, bad = _inspect(module, p, final, part, given)
@@ -364,7 +350,7 @@ def main():
     # owned by the store's owner again first (a fan-out user wrote it).
     if receiver and os.path.isdir(part) and not module.check_mode:
         owner = os.stat(p["store"])
-        hand_over(part, owner.st_uid, owner.st_gid)
+        weights.hand_over(part, owner.st_uid, owner.st_gid)
     if local is not None:
         _place_repair(module, p, final, part, local, status, result)
     _seal_received(module, p, final, part, given, result)

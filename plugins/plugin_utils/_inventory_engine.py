@@ -39,18 +39,22 @@ RESERVED_PORTS = {22: "sshd"}
 
 def check_engine(host, engine, node_count, api_key_set, report):
     """Every check of the profile, in the order its problems are reported."""
-    _check_image(host, engine, report)
-    _check_pins(host, engine, report)
-    _check_hf_endpoint(host, engine, report)
-    _check_data_dir(host, engine, report)
-    _check_required(host, engine, report)
-    _check_parallelism(host, engine, node_count, report)
-    _check_ports(host, engine, report)
-    _check_extra_args(host, engine, report)
-    _check_env(host, engine, report)
-    _check_speculative(host, engine, report)
-    _check_timeouts(host, engine, report)
-    _check_exposure(host, engine, api_key_set, report)
+    checks = (
+        _check_image,
+        _check_pins,
+        _check_hf_endpoint,
+        _check_data_dir,
+        _check_required,
+        lambda h, e, r: _check_parallelism(h, e, node_count, r),
+        _check_ports,
+        _check_extra_args,
+        _check_env,
+        _check_speculative,
+        _check_timeouts,
+        lambda h, e, r: _check_exposure(h, e, api_key_set, r),
+    )
+    for check in checks:
+        check(host, engine, report)
 
 
 def _check_image(host, engine, report):
@@ -225,17 +229,10 @@ def _check_ports(host, engine, report):
 
 def _check_extra_args(host, engine, report):
     """extra_args repeats no flag the collection sets itself (owned_flags)."""
-    extra = [str(a) for a in engine.get("extra_args") or []]
-    owned = owned_flags()
-    for arg in extra:
-        flag = arg.split("=", 1)[0]
-        if flag in owned:
-            report.error(
-                host,
-                f"{ENGINE_VAR}.extra_args",
-                f"contains {flag}",
-                f"remove it: it is {owned[flag]}",
-            )
+    flags = [str(arg).split("=", 1)[0] for arg in engine.get("extra_args") or []]
+    _refuse_owned(
+        host, report, "extra_args", flags, owned_flags().get, "contains {}", "remove it: it is {}"
+    )
 
 
 def _check_env(host, engine, report):
@@ -246,15 +243,24 @@ def _check_env(host, engine, report):
             host, f"{ENGINE_VAR}.env", f"is {env!r}, not a mapping", "write env as KEY: value"
         )
         env = {}
-    for key in sorted(env):
-        owner = owned_env_key(key)
+    _refuse_owned(
+        host,
+        report,
+        "env",
+        sorted(env),
+        owned_env_key,
+        "sets {}, which the collection owns",
+        "remove it from sglang_profile_overrides.env (or the preset): it is {}",
+    )
+
+
+def _refuse_owned(host, report, field, names, owner_of, said, fix):
+    """One error per name that the collection sets itself: owner_of(name) says what sets it
+    (None: not the collection's); said and fix are formatted with the name and the owner."""
+    for name in names:
+        owner = owner_of(name)
         if owner:
-            report.error(
-                host,
-                f"{ENGINE_VAR}.env",
-                f"sets {key}, which the collection owns",
-                f"remove it from sglang_profile_overrides.env (or the preset): it is {owner}",
-            )
+            report.error(host, f"{ENGINE_VAR}.{field}", said.format(name), fix.format(owner))
 
 
 def _check_speculative(host, engine, report):
