@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 import pytest
 import yaml
-from test_validate import mutate, write_inventory
+from test_validate import mutate, run_playbook, write_inventory
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SITE = os.path.join(REPO, "playbooks", "site.yml")
@@ -46,26 +45,7 @@ def inventory(tmp_path_factory):
 
 
 def listed(inventory, *args):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
-        ANSIBLE_NOCOLOR="1",
-    )
-    proc = subprocess.run(
-        [
-            os.path.join(REPO, ".venv", "bin", "ansible-playbook"),
-            "-i",
-            inventory,
-            SITE,
-            "--list-tasks",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    proc = run_playbook(inventory, SITE, "--list-tasks", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 

@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 import yaml
+from _forked_cli import ForkedCli, python_of
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLAYBOOK = os.path.join(REPO, "playbooks", "validate.yml")
@@ -55,22 +56,20 @@ def write_inventory(root, hosts, group, host_extra=None):
             yaml.safe_dump(values, handle)
 
 
+_BIN = os.path.join(REPO, ".venv", "bin", "ansible-playbook")
+_BASE_ENV = {
+    "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
+    "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, ".collections"),
+    "ANSIBLE_NOCOLOR": "1",
+}
+# One process imports ansible once; each run is a child forked from it (_forked_cli.py).
+_CLI = ForkedCli(python_of(_BIN), _BIN)
+
+
 def run_playbook(inventory, playbook, *args, **env_extra):
     """ansible-playbook of this checkout with its config and collection path."""
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
-        ANSIBLE_NOCOLOR="1",
-        **env_extra,
-    )
-    return subprocess.run(
-        [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", inventory, playbook, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    env = dict(os.environ, **_BASE_ENV, **env_extra)
+    return _CLI.run(["-i", inventory, playbook, *args], env)
 
 
 def run_validate(inventory):
