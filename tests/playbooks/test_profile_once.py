@@ -82,3 +82,65 @@ def test_resolved_once_for_the_same_inputs_and_again_for_others(tmp_path):
     assert facts["third"]["max_running_requests"] == 3
     assert facts["first"]["max_running_requests"] != 3
     assert facts["url"].startswith("http://")
+
+
+HOSTS_PLAYBOOK = """
+- name: First play, two nodes
+  hosts: node-a,node-b
+  gather_facts: false
+  roles:
+    - role: sparkfleet.serving.sglang
+
+- name: Second play, the same nodes and inputs
+  hosts: node-a,node-b
+  gather_facts: false
+  roles:
+    - role: sparkfleet.serving.sglang
+
+- name: Third play, a node the earlier plays did not hold
+  hosts: node-a,node-b,node-c
+  gather_facts: false
+  roles:
+    - role: sparkfleet.serving.sglang
+  tasks:
+    - name: Record what each node holds
+      ansible.builtin.copy:
+        dest: "{{ out }}"
+        content: >-
+          {{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'sglang_engine')
+             | map(attribute='image'))) | to_json }}
+        mode: "0600"
+      run_once: true
+"""
+
+
+def test_resolved_once_for_the_play_and_for_a_node_that_lacks_it(tmp_path):
+    """One include result a play (not one a node); a node new to the run gets the profile."""
+    book = tmp_path / "play.yml"
+    book.write_text(HOSTS_PLAYBOOK)
+    out = tmp_path / "out.json"
+    proc = run_playbook(
+        "node-a,node-b,node-c,",
+        str(book),
+        "-c",
+        "local",
+        "-e",
+        f"out={out}",
+        "-e",
+        "spark_mgmt_iface=enP7s7",
+        "-e",
+        f"ansible_python_interpreter={os.path.join(REPO, '.venv', 'bin', 'python')}",
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    report = json.loads(proc.stdout)
+    ran = []
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            if task["task"]["name"].endswith(RESOLVE):
+                assert len(task["hosts"]) == 1, task["hosts"]
+                ran.append(not next(iter(task["hosts"].values())).get("skipped", False))
+    assert ran == [True, False, True]
+    images = json.loads(out.read_text())
+    assert set(images) == {"node-a", "node-b", "node-c"}
+    assert len(set(images.values())) == 1 and all(images.values())
