@@ -111,6 +111,17 @@ def sglang_python_command(engine, api_key_set=False):
     return python_command(engine, bool(api_key_set))
 
 
+def sglang_rank_command(engine, node_rank, head_ipv4, api_key_set=False):
+    """One rank's whole engine command: the interpreter and entry, then its launch flags.
+
+    The one rule for what a rank runs: its launch configuration (sglang_node) and the engine's
+    own parse of it before anything stops (the canary's candidates, an upgrade's new image).
+    """
+    return sglang_python_command(engine, api_key_set) + sglang_server_args(
+        engine, node_rank, head_ipv4
+    )
+
+
 def sglang_profile_resolve(preset, base=None, overrides=None, name="preset"):
     """A preset, the one preset it builds on, then sglang_profile_overrides."""
     try:
@@ -205,6 +216,7 @@ class FilterModule:
             "sglang_rank_config": sglang_rank_config,
             "sglang_rank_container": sglang_rank_container,
             "sglang_python_command": sglang_python_command,
+            "sglang_rank_command": sglang_rank_command,
             "sglang_profile_resolve": sglang_profile_resolve,
             "sglang_profile_problems": sglang_profile_problems,
             "sglang_profile_resolution": sglang_profile_resolution,

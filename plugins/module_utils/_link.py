@@ -46,14 +46,21 @@ def normalize_cidr(value):
     return f"{iface.ip}/{iface.network.prefixlen}"
 
 
-def plan(current, mtu=None, addresses=(), up=True):
+def plan(current, mtu=None, addresses=(), up=True, absent=()):
     """Commands (argv tails for ``ip``) that bring ``current`` to the wanted state.
 
-    Addresses already present (same address and prefix) are kept; others are never
-    removed: a NIC may carry addresses this collection does not own.
+    Addresses already present (same address and prefix) are kept; an address is removed
+    only when ``absent`` names it (address and prefix), never otherwise: a NIC may carry
+    addresses this collection does not own.
     """
     name = current["name"]
     steps = []
+    gone = [normalize_cidr(cidr) for cidr in absent]
+    both = sorted(set(gone) & {normalize_cidr(cidr) for cidr in addresses})
+    if both:
+        raise LinkError(
+            f"{name}: {', '.join(both)} is both wanted and absent; name it in one of the two"
+        )
     if mtu is not None and current["mtu"] != int(mtu):
         steps.append(["link", "set", "dev", name, "mtu", str(int(mtu))])
     have = set(current["ipv4"])
@@ -69,6 +76,9 @@ def plan(current, mtu=None, addresses=(), up=True):
                 "fix the prefix in the inventory (roce_subnet) or on the node"
             )
         steps.append(["addr", "add", cidr, "dev", name])
+    for cidr in gone:
+        if cidr in have:
+            steps.append(["addr", "del", cidr, "dev", name])
     if up and not current["up"]:
         steps.append(["link", "set", "dev", name, "up"])
     return steps
@@ -87,6 +97,8 @@ def predict(current, steps):
             after["mtu"] = int(step[-1])
         elif step[:2] == ["addr", "add"]:
             after["ipv4"].append(step[2])
+        elif step[:2] == ["addr", "del"]:
+            after["ipv4"].remove(step[2])
         elif step[:2] == ["link", "set"] and step[-1] == "up":
             after["up"] = True
     return after

@@ -12,9 +12,11 @@ version_added: 0.1.0
 author: sparkfleet maintainers (@sparkfleet)
 description:
   - Reads the NIC with C(ip -j addr show dev NAME), then runs only the C(ip) commands
-    needed to reach the wanted MTU, add missing addresses and bring the link up.
-  - Never removes an address and never touches another NIC; the persistent side
-    (netplan or networkd) is written by the C(sparkfleet.serving.roce) role.
+    needed to reach the wanted MTU, add missing addresses, remove the addresses O(absent)
+    names and bring the link up.
+  - Removes no address but those O(absent) names (the teardown names the data-plane address
+    the role configured) and never touches another NIC; the persistent side (netplan or
+    networkd) is written by the C(sparkfleet.serving.roce) role.
 extends_documentation_fragment:
   - sparkfleet.serving.attributes
   - sparkfleet.serving.attributes.full_module
@@ -28,6 +30,14 @@ options:
     type: int
   addresses:
     description: IPv4 addresses with prefix length (C(10.0.30.1/24)) that must be present.
+    type: list
+    elements: str
+    default: []
+  absent:
+    description:
+      - IPv4 addresses with prefix length that must not be on the NIC, removed where present
+        (the same address with another prefix is left alone). An address may not be in both
+        O(addresses) and O(absent).
     type: list
     elements: str
     default: []
@@ -45,6 +55,13 @@ EXAMPLES = r"""
     name: enp1s0f0np0
     mtu: 9000
     addresses: [10.0.30.1/24]
+
+- name: The MTU the port had before, and the data-plane address gone (the teardown)
+  sparkfleet.serving.roce_link:
+    name: enp1s0f0np0
+    mtu: 1500
+    absent: [10.0.30.1/24]
+    up: false
 """
 
 RETURN = r"""
@@ -93,6 +110,7 @@ def main():
             name=dict(type="str", required=True),
             mtu=dict(type="int"),
             addresses=dict(type="list", elements="str", default=[]),
+            absent=dict(type="list", elements="str", default=[]),
             up=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -101,7 +119,13 @@ def main():
     ip = module.get_bin_path("ip", required=True)
     try:
         before = _read(module, ip, name)
-        steps = plan(before, module.params["mtu"], module.params["addresses"], module.params["up"])
+        steps = plan(
+            before,
+            module.params["mtu"],
+            module.params["addresses"],
+            module.params["up"],
+            module.params["absent"],
+        )
     except (LinkError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     commands = ["ip " + " ".join(step) for step in steps]

@@ -76,3 +76,19 @@ def test_an_unknown_preset_names_the_closest():
         )
         == got["problems"]
     )
+
+
+def test_a_ranks_command_is_its_entry_then_its_flags_with_or_without_a_key():
+    """sglang_rank_command: the one rule for what a rank runs (its launch configuration and
+    the engine's own parse before anything stops both read it)."""
+    profile = _resolution({"spark-1": {}, "spark-2": {}})["profile"]
+    flags = engine.sglang_server_args(profile, 1, "10.0.30.1")
+    assert flags[flags.index("--node-rank") + 1] == "1"
+    commands = {}
+    for key_set in (False, True):
+        entry = engine.sglang_python_command(profile, key_set)
+        commands[key_set] = engine.sglang_rank_command(profile, 1, "10.0.30.1", key_set)
+        assert commands[key_set] == entry + flags
+    # With a key, the entry is the shim that reads it from the environment: another entry.
+    assert commands[True] != commands[False]
+    assert engine.sglang_rank_command(profile, 1, "10.0.30.1") == commands[False]

@@ -95,3 +95,29 @@ def test_predict_matches_what_the_plan_does():
         "up": True,
         "ipv4": ["10.0.30.1/24"],
     }
+
+
+def test_plan_removes_only_the_absent_address_and_only_where_present():
+    """The teardown's address: removed with its prefix, nothing else on the NIC touched."""
+    current = _link.parse_ip_addr(
+        ip_json(mtu=9000, addrs=("10.0.22.1/24", "10.0.30.1/24")), "enp1s0f0np0"
+    )
+    steps = _link.plan(current, 1500, [], False, ["10.0.30.1/24"])
+    assert steps == [
+        ["link", "set", "dev", "enp1s0f0np0", "mtu", "1500"],
+        ["addr", "del", "10.0.30.1/24", "dev", "enp1s0f0np0"],
+    ]
+    assert _link.predict(current, steps)["ipv4"] == ["10.0.22.1/24"]
+    # Gone already, or there with another prefix: nothing to remove.
+    gone = _link.parse_ip_addr(ip_json(mtu=1500, addrs=("10.0.22.1/24",)), "enp1s0f0np0")
+    assert _link.plan(gone, 1500, [], False, ["10.0.30.1/24"]) == []
+    other = _link.parse_ip_addr(ip_json(mtu=1500, addrs=("10.0.30.1/16",)), "enp1s0f0np0")
+    assert _link.plan(other, 1500, [], False, ["10.0.30.1/24"]) == []
+
+
+def test_plan_refuses_an_address_both_wanted_and_absent():
+    current = _link.parse_ip_addr(ip_json(), "enp1s0f0np0")
+    with pytest.raises(_link.LinkError, match="both wanted and absent"):
+        _link.plan(current, 9000, ["10.0.30.1/24"], True, ["10.0.30.1/24"])
+    with pytest.raises(_link.LinkError, match="with its prefix length"):
+        _link.plan(current, 9000, [], True, ["10.0.30.1"])
