@@ -107,8 +107,8 @@ HOSTS_PLAYBOOK = """
       ansible.builtin.copy:
         dest: "{{ out }}"
         content: >-
-          {{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'sglang_engine')
-             | map(attribute='image'))) | to_json }}
+          {{ dict(ansible_play_hosts | zip(ansible_play_hosts
+             | map('extract', hostvars, 'sglang_engine') | map(attribute='image'))) | to_json }}
         mode: "0600"
       run_once: true
 """
