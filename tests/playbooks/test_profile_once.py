@@ -52,17 +52,17 @@ PLAYBOOK = """
 """
 
 
-def test_resolved_once_for_the_same_inputs_and_again_for_others(tmp_path):
+def _resolutions(tmp_path, playbook, inventory):
+    """Run PLAYBOOK on INVENTORY (local connection); per play, the include's results by host."""
     book = tmp_path / "play.yml"
-    book.write_text(PLAYBOOK)
-    out = tmp_path / "out.json"
+    book.write_text(playbook)
     proc = run_playbook(
-        "localhost,",
+        inventory,
         str(book),
         "-c",
         "local",
         "-e",
-        f"out={out}",
+        f"out={tmp_path / 'out.json'}",
         "-e",
         "spark_mgmt_iface=enP7s7",
         "-e",
@@ -71,12 +71,18 @@ def test_resolved_once_for_the_same_inputs_and_again_for_others(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = json.loads(proc.stdout)
-    ran = []
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            if task["task"]["name"].endswith(RESOLVE):
-                result = task["hosts"]["localhost"]
-                ran.append(not result.get("skipped", False))
+    return [
+        task["hosts"]
+        for play in report["plays"]
+        for task in play["tasks"]
+        if task["task"]["name"].endswith(RESOLVE)
+    ]
+
+
+def test_resolved_once_for_the_same_inputs_and_again_for_others(tmp_path):
+    results = _resolutions(tmp_path, PLAYBOOK, "localhost,")
+    ran = [not hosts["localhost"].get("skipped", False) for hosts in results]
+    out = tmp_path / "out.json"
     assert ran == [True, False, True]
     facts = json.loads(out.read_text())
     assert facts["third"]["max_running_requests"] == 3
@@ -116,30 +122,10 @@ HOSTS_PLAYBOOK = """
 
 def test_resolved_once_for_the_play_and_for_a_node_that_lacks_it(tmp_path):
     """One include result a play (not one a node); a node new to the run gets the profile."""
-    book = tmp_path / "play.yml"
-    book.write_text(HOSTS_PLAYBOOK)
+    results = _resolutions(tmp_path, HOSTS_PLAYBOOK, "node-a,node-b,node-c,")
+    assert [len(hosts) for hosts in results] == [1, 1, 1], results
+    ran = [not next(iter(hosts.values())).get("skipped", False) for hosts in results]
     out = tmp_path / "out.json"
-    proc = run_playbook(
-        "node-a,node-b,node-c,",
-        str(book),
-        "-c",
-        "local",
-        "-e",
-        f"out={out}",
-        "-e",
-        "spark_mgmt_iface=enP7s7",
-        "-e",
-        f"ansible_python_interpreter={os.path.join(REPO, '.venv', 'bin', 'python')}",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
-    report = json.loads(proc.stdout)
-    ran = []
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            if task["task"]["name"].endswith(RESOLVE):
-                assert len(task["hosts"]) == 1, task["hosts"]
-                ran.append(not next(iter(task["hosts"].values())).get("skipped", False))
     assert ran == [True, False, True]
     images = json.loads(out.read_text())
     assert set(images) == {"node-a", "node-b", "node-c"}
