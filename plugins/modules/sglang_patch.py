@@ -98,21 +98,17 @@ EXAMPLES = r"""
     mode: "0644"
   register: __sglang_patch_tm
 
-- name: Patch watchdog.py so a hang leaves every thread's stack in the log
+# One file a patch, as the sglang_patches role applies them: every thread's stack in the log
+# when the watchdog fires, and an SM120-only gate widened so GB10 (SM121) passes it.
+- name: Patch watchdog.py and common.py
   sparkfleet.serving.sglang_patch:
-    src: /opt/sparkfleet/sglang/original/watchdog.py
-    dest: /opt/sparkfleet/sglang/patched/watchdog.py
-    patches:
-      - watchdog_stack_dump
+    src: "/opt/sparkfleet/sglang/original/{{ item.file }}"
+    dest: "/opt/sparkfleet/sglang/patched/{{ item.file }}"
+    patches: ["{{ item.patch }}"]
     mode: "0644"
-
-- name: Widen an SM120-only gate so GB10 (SM121) passes it
-  sparkfleet.serving.sglang_patch:
-    src: /opt/sparkfleet/sglang/original/common.py
-    dest: /opt/sparkfleet/sglang/patched/common.py
-    patches:
-      - sm12x_gate
-    mode: "0644"
+  loop:
+    - {file: watchdog.py, patch: watchdog_stack_dump}
+    - {file: common.py, patch: sm12x_gate}
 """
 
 RETURN = r"""
