@@ -47,6 +47,11 @@ def run(req):
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            # Not the CLI's own exit: the test sees the traceback on stderr, and rc 70.
+            import traceback
+
+            traceback.print_exc()
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
