@@ -89,14 +89,10 @@ checks: setup ## lint, sanity, unit and twin, each timed (each runs; fails if an
 	  bash tools/stage.sh $$stage $(MAKE) --no-print-directory $$stage || status=1; \
 	done; exit $$status
 
-# The stand-in's own tests (twin) mostly wait on its containers (about 135 s of wall time for
-# a few CPU-seconds): in `make test` they run in a lane of their own, beside the other checks.
 test: setup images ## Everything CI runs: the 4-node scenario, the 2-node scenarios and the checks, each in its lane
 	@rm -f .cache/stages.log; status=0; \
 	bash tools/lanes.sh quad '$(LANE_QUAD)' pair '$(LANE_PAIR)' \
-	  checks '$(PAIR_NICE) $(MAKE) --no-print-directory checks CHECKS="$(filter-out twin,$(CHECKS))"; c=$$?; \
-	    $(LANE_SSH) || c=1; exit $$c' \
-	  twin '$(PAIR_NICE) bash tools/stage.sh twin $(MAKE) --no-print-directory twin' || status=1; \
+	  checks '$(PAIR_NICE) $(MAKE) --no-print-directory checks; c=$$?; $(LANE_SSH) || c=1; exit $$c' || status=1; \
 	echo "== stages (wall time; the lanes overlap)"; cat .cache/stages.log; \
 	bash tools/failed-tails.sh; exit $$status
 
